@@ -1,0 +1,110 @@
+"""The on-disk contract of one simulated host (its *host root*, `$R37_SIM_ROOT`).
+
+Every stand-in, the container shim, the engine and the cluster plumbing find their files through
+this module, so the layout is written down once.
+
+    <root>/sim.json                HostSpec as JSON (identity, fabric, mode, python, hub dir, ...)
+    <root>/faults/<name>           a file per active fault switch (content: optional JSON params)
+    <root>/proc/meminfo            what the host's /proc/meminfo says
+    <root>/sys/class/infiniband/   sysfs-style RDMA tree (counters, hw_counters, gids, gid_attrs)
+    <root>/docker/                 the docker stand-in's images, containers and logs
+    <root>/run/                    live readings written by the engine (gpu.json), pid files
+    <root>/home/                   HOME of the SSH login (the recipe's working directory lives here)
+    <root>/srv/                    what stands for /srv on a demo host (the lab mounts a real tmpfs)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+ROOT_ENV = "R37_SIM_ROOT"
+
+FAULTS = (
+    "no-gpu", "docker-down", "no-nvidia-runtime", "rdma-port-down", "wrong-gid", "low-disk",
+    "low-memory", "slow-clocks", "missing-shard", "wrong-image-id", "nccl-timeout", "oom-at-load",
+    "crash-after-ready", "hang", "host-down",
+)
+
+
+@dataclass
+class HostSpec:
+    rank: int
+    nranks: int
+    hostname: str
+    mode: Literal["demo", "lab"]
+    fabric_ip: str
+    peers: list[str]                       # fabric IPs by rank
+    fabric_iface: str = "enp1s0f0np0"
+    fabric_prefix: int = 24
+    hcas: list[str] = field(default_factory=lambda: ["rocep1s0f0", "rocep1s0f1",
+                                                     "roceP2p1s0f0", "roceP2p1s0f1"])
+    netdevs: list[str] = field(default_factory=lambda: ["enp1s0f0np0", "enp1s0f1np1",
+                                                        "enP2p1s0f0np0", "enP2p1s0f1np1"])
+    ib_hca: str = "rocep1s0f0"
+    gid_index: int = 3
+    api_bind: str = "0.0.0.0"              # demo: the host's own 127.x fabric IP (hosts share loopback)
+    speed: float = 60.0                    # boot time compression factor of the simulated engine
+    python: str = ""                       # interpreter that runs stand-ins and the engine
+    hub_dir: str = ""                      # the simulated Hugging Face hub shared by all hosts
+    srv_dir: str = "/srv"                  # demo: <root>/srv; lab: /srv (a per-host tmpfs)
+    disk_bytes: int = 0                    # demo: the size df reports for srv_dir (0 = real df)
+
+
+def root_from_env() -> Path:
+    return Path(os.environ.get(ROOT_ENV, "/var/lib/r37-sim"))
+
+
+def spec_path(root: Path) -> Path:
+    return root / "sim.json"
+
+
+def write_spec(root: Path, spec: HostSpec) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = spec_path(root).with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(spec), indent=2))
+    tmp.replace(spec_path(root))
+
+
+def read_spec(root: Path) -> HostSpec:
+    return HostSpec(**json.loads(spec_path(root).read_text()))
+
+
+def faults_dir(root: Path) -> Path:
+    return root / "faults"
+
+
+def fault_active(root: Path, name: str) -> bool:
+    return (faults_dir(root) / name).exists()
+
+
+def active_faults(root: Path) -> list[str]:
+    d = faults_dir(root)
+    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+
+
+def meminfo_path(root: Path) -> Path:
+    return root / "proc" / "meminfo"
+
+
+def infiniband_dir(root: Path) -> Path:
+    return root / "sys" / "class" / "infiniband"
+
+
+def docker_dir(root: Path) -> Path:
+    return root / "docker"
+
+
+def run_dir(root: Path) -> Path:
+    return root / "run"
+
+
+def home_dir(root: Path) -> Path:
+    return root / "home"
+
+
+def demo_srv_dir(root: Path) -> Path:
+    return root / "srv"
