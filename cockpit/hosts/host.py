@@ -109,7 +109,7 @@ class Host:
             key = await asyncio.wait_for(
                 asyncssh.get_server_host_key(self.entry.ssh, self.entry.port or (), ),
                 self.ssh.connect_timeout)
-        except Exception:  # noqa: BLE001 - a fingerprint is best effort
+        except Exception:  # a fingerprint is best effort
             return None
         return key.get_fingerprint("sha256") if key else None
 
@@ -137,7 +137,8 @@ class Host:
             except (OSError, TimeoutError, asyncssh.Error) as exc:
                 self._set(state=HostState.LOST if ever_connected else HostState.UNREACHABLE,
                           error=str(exc) or type(exc).__name__,
-                          remedy=f"check that {self.entry.ssh} is up and sshd answers; retrying in {delay:g} s")
+                          remedy=f"check that {self.entry.ssh} is up and sshd answers; "
+                                 f"retrying in {delay:g} s")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
                 continue
@@ -146,15 +147,16 @@ class Host:
             self._conn = conn
             key = conn.get_server_host_key()
             fingerprint = key.get_fingerprint("sha256") if key else None
-            hostname = None
+            hostname, latency = None, None
             with contextlib.suppress(Exception):
                 t0 = time.perf_counter()
-                res = await asyncio.wait_for(conn.run("hostname", check=False), self.ssh.connect_timeout)
+                res = await asyncio.wait_for(conn.run("hostname", check=False),
+                                             self.ssh.connect_timeout)
                 latency = (time.perf_counter() - t0) * 1000
                 hostname = str(res.stdout or "").strip() or None
             await self._restore_forwards(conn)
             self._set(state=HostState.CONNECTED, hostname=hostname, fingerprint=fingerprint,
-                      error=None, remedy=None, latency_ms=locals().get("latency"))
+                      error=None, remedy=None, latency_ms=latency)
             self._connected.set()
             try:
                 await self._watch(conn)

@@ -1,0 +1,55 @@
+"""`r37-cockpit`: the TUI by default, and a headless subcommand for everything the panes do."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from cockpit import __version__
+from cockpit.cli import config_cmd, hosts_cmd, sim_cmd, tui_cmd
+from cockpit.cli.common import CliError
+from cockpit.config import ConfigError
+
+COMMANDS = (tui_cmd, config_cmd, hosts_cmd, sim_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="r37-cockpit",
+        description="Operator's cockpit for the R37 DeepSeek-V4.1-Flash deployment on DGX Spark hosts. "
+                    "Without a command, opens the TUI.")
+    parser.add_argument("--version", action="version", version=f"r37-cockpit {__version__}")
+    parser.add_argument("--config", metavar="PATH",
+                        help="cluster.toml (default: ./cluster.toml, then "
+                             "$XDG_CONFIG_HOME/r37-cockpit/cluster.toml)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "tui"])
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    except CliError as exc:
+        print(f"r37-cockpit: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the user gets a sentence, developers a traceback on demand
+        if os.environ.get("R37_DEBUG"):
+            traceback.print_exc()
+        print(f"r37-cockpit: internal error: {type(exc).__name__}: {exc} "
+              "(set R37_DEBUG=1 to see the traceback)", file=sys.stderr)
+        return 70

@@ -1,0 +1,156 @@
+"""`r37-cockpit sim …` and `r37-cockpit demo`: the simulated cluster."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from platformdirs import user_state_path
+
+from cockpit.cli.common import CliError, add_json, print_json
+
+
+def default_dir() -> Path:
+    return user_state_path("r37-cockpit") / "sim"
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("sim", help="start, stop and break the simulated GB10 cluster",
+                       description="The simulated four-host GB10 cluster: stand-in host tools, a simulated "
+                                   "R37 engine, reachable over real SSH.")
+    s = p.add_subparsers(dest="sim_command", metavar="SIM_COMMAND", required=True)
+
+    up = s.add_parser("up", help="start a simulated cluster in the background",
+                      description="Start a simulated cluster and write DIR/cluster.toml, an identity key, "
+                                  "known_hosts and ssh_config for it.")
+    up.add_argument("--lab", action="store_true",
+                    help="network-namespace lab with real OpenSSH sshd (root, Linux)")
+    up.add_argument("--dir", type=Path, default=None, help=f"cluster directory (default {default_dir()})")
+    up.add_argument("--speed", type=float, default=None,
+                    help="boot time compression of the simulated engine (default: a boot takes ~20 s)")
+    add_json(up)
+    up.set_defaults(func=cmd_up)
+
+    down = s.add_parser("down", help="stop what `sim up` started and remove its namespaces")
+    down.add_argument("--dir", type=Path, default=None)
+    add_json(down)
+    down.set_defaults(func=cmd_down)
+
+    fault = s.add_parser("fault", help="switch a fault on for one host",
+                         description="Switch a fault on for one simulated host.")
+    fault.add_argument("rank", type=int)
+    fault.add_argument("name", help="fault name (see `sim faults`)")
+    fault.add_argument("--dir", type=Path, default=None)
+    fault.set_defaults(func=cmd_fault, on=True)
+
+    heal = s.add_parser("heal", help="switch one fault (or all) off for one host")
+    heal.add_argument("rank", type=int)
+    heal.add_argument("name", nargs="?", default=None)
+    heal.add_argument("--dir", type=Path, default=None)
+    heal.set_defaults(func=cmd_fault, on=False)
+
+    faults = s.add_parser("faults", help="list the fault switches and which are on")
+    faults.add_argument("--dir", type=Path, default=None)
+    add_json(faults)
+    faults.set_defaults(func=cmd_faults)
+
+    info = s.add_parser("info", help="the simulated engine's timing schedule in force")
+    add_json(info)
+    info.set_defaults(func=cmd_info)
+
+    engine = s.add_parser("engine", help="serve an already-booted simulated engine alone")
+    engine.add_argument("--port", type=int, required=True)
+    engine.add_argument("--bind", default="127.0.0.1")
+    engine.set_defaults(func=cmd_engine)
+
+
+def _dir(args: argparse.Namespace) -> Path:
+    return (args.dir or Path(os.environ.get("R37_SIM_DIR", default_dir()))).expanduser()
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from cockpit.sim import cluster
+    directory = _dir(args)
+    kwargs = {"speed": args.speed} if args.speed else {}
+    try:
+        if args.lab:
+            from cockpit.sim.lab import lab_up
+            toml = lab_up(directory, **kwargs)
+        else:
+            toml = cluster.demo_up(directory, **kwargs)
+    except cluster.SimError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        print_json({"dir": str(directory), "config": str(toml), "kind": "lab" if args.lab else "demo"})
+    else:
+        print(f"simulated cluster up ({'lab' if args.lab else 'demo'}); config: {toml}")
+        print(f"  r37-cockpit --config {toml} hosts")
+        print(f"  ssh -F {directory / 'ssh_config'} spark-0")
+        print(f"  r37-cockpit sim down --dir {directory}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from cockpit.sim import cluster
+    try:
+        stopped = cluster.down(_dir(args))
+    except cluster.SimError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        print_json({"stopped": stopped})
+    else:
+        print(f"simulated cluster down; stopped {len(stopped)} item(s)")
+    return 0
+
+
+def _root(args: argparse.Namespace) -> Path:
+    from cockpit.sim.cluster import host_root
+    root = host_root(_dir(args), args.rank)
+    if not root.is_dir():
+        raise CliError(f"no simulated host of rank {args.rank} in {_dir(args)} (is the cluster up?)")
+    return root
+
+
+def cmd_fault(args: argparse.Namespace) -> int:
+    from cockpit.sim import faults, layout
+    root = _root(args)
+    names = [args.name] if args.name else (layout.active_faults(root) if not args.on else [])
+    for name in names:
+        try:
+            faults.set_fault(root, name, args.on)
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+    state = ", ".join(layout.active_faults(root)) or "none"
+    print(f"rank {args.rank}: faults on: {state}")
+    return 0
+
+
+def cmd_faults(args: argparse.Namespace) -> int:
+    from cockpit.sim import faults, layout
+    from cockpit.sim.cluster import host_roots
+    roots = host_roots(_dir(args)) if _dir(args).is_dir() else []
+    active = {int(r.name.split("-")[1]): layout.active_faults(r) for r in roots}
+    if args.json:
+        print_json({"faults": faults.DESCRIPTIONS, "active": active})
+        return 0
+    for name, text in faults.DESCRIPTIONS.items():
+        on = [str(rank) for rank, names in active.items() if name in names]
+        print(f"{name:18} {text}" + (f"  [on: rank {', '.join(on)}]" if on else ""))
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from cockpit.sim.engine import schedule_info
+    info = schedule_info()
+    if args.json:
+        print_json(info)
+    else:
+        for key, value in info.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def cmd_engine(args: argparse.Namespace) -> int:
+    from cockpit.sim.engine import main as engine_main
+    return int(engine_main(["serve-ready", "--port", str(args.port), "--bind", args.bind]) or 0)

@@ -1,0 +1,45 @@
+"""`r37-cockpit tui` (the default) and `r37-cockpit demo`."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from cockpit.cli.common import CliError, load
+from cockpit.config import load_config
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("tui", help="open the cockpit (the default command)")
+    p.set_defaults(func=run_tui)
+    d = sub.add_parser("demo", help="start a simulated cluster, open the cockpit on it, stop it on exit",
+                       description="Start the simulated four-host cluster (no root needed), open the "
+                                   "cockpit on it and stop the cluster when the cockpit exits.")
+    d.add_argument("--dir", type=Path, default=None, help="cluster directory (default: a temporary one)")
+    d.add_argument("--speed", type=float, default=None, help="boot time compression of the simulated engine")
+    d.set_defaults(func=run_demo)
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    from cockpit.tui.app import CockpitApp
+    path, config = load(args)
+    CockpitApp(config, path).run()
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from cockpit.sim import cluster
+    from cockpit.tui.app import CockpitApp
+    with tempfile.TemporaryDirectory(prefix="r37-demo-") as tmp:
+        directory = (args.dir or Path(tmp)).resolve()
+        print(f"starting the simulated cluster in {directory} …", flush=True)
+        try:
+            toml = cluster.demo_up(directory, **({"speed": args.speed} if args.speed else {}))
+        except cluster.SimError as exc:
+            raise CliError(str(exc)) from None
+        try:
+            CockpitApp(load_config(toml), toml).run()
+        finally:
+            cluster.down(directory)
+    return 0

@@ -1,0 +1,1 @@
+"""The Textual app. Renders state and dispatches actions; never imports asyncssh or httpx."""

@@ -1,0 +1,95 @@
+"""The cockpit app: header with cluster health, one pane per number key, footer with keys."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from cockpit.config import ClusterConfig
+from cockpit.hosts import Fleet, HostStatus
+from cockpit.tui.header import ClusterHeader
+from cockpit.tui.keys import KeyMapScreen
+from cockpit.tui.messages import HostStatusChanged
+from cockpit.tui.panes.hosts import HostsPane
+
+PANES: list[tuple[str, str]] = [("hosts", "Hosts")]
+
+
+class CockpitApp(App[None]):
+    """Opens on a config, connects to every host in the background and shows what it finds."""
+
+    TITLE = "r37-cockpit"
+    CSS_PATH = "cockpit.tcss"
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("question_mark", "keys", "Keys", id="app.keys"),
+        *[Binding(str(i + 1), f"show_pane('{pid}')", title, id=f"pane.{pid}", show=False)
+          for i, (pid, title) in enumerate(PANES)],
+    ]
+
+    def __init__(self, config: ClusterConfig, config_path: Path | None = None, *, connect: bool = True):
+        super().__init__()
+        self.config = config
+        self.config_path = config_path
+        self.connect = connect
+        self.fleet = Fleet(config)
+
+    def compose(self) -> ComposeResult:
+        yield ClusterHeader(id="cluster-header")
+        with TabbedContent(id="panes"):
+            for i, (pid, title) in enumerate(PANES):
+                with TabPane(f"{i + 1} {title}", id=pid):
+                    yield self._pane(pid)
+        yield Footer()
+
+    def _pane(self, pid: str) -> HostsPane:
+        targets = {h.rank: self.fleet[h.rank].target for h in self.config.hosts}
+        return HostsPane(self.config.ranks, targets, id="hosts-pane")
+
+    def on_mount(self) -> None:
+        self._refresh_header()
+        if self.connect:
+            self.fleet.subscribe(lambda status: self.post_message(HostStatusChanged(status)))
+            self.fleet.start()
+        self.set_interval(1.0, self._tick)
+
+    async def on_unmount(self) -> None:
+        await self.fleet.close()
+
+    def on_host_status_changed(self, message: HostStatusChanged) -> None:
+        self.show_status(message.status)
+
+    def show_status(self, status: HostStatus) -> None:
+        """Render one host's new status everywhere it shows."""
+        self.query_one(HostsPane).update_status(status)
+        self._refresh_header()
+
+    def _tick(self) -> None:
+        pane = self.query_one(HostsPane)
+        for status in pane.statuses:
+            if not status.connected:
+                pane.update_status(status)  # ages of non-connected states move on
+
+    def _refresh_header(self) -> None:
+        self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses)
+
+    def action_show_pane(self, pane_id: str) -> None:
+        self.query_one(TabbedContent).active = pane_id
+
+    def action_keys(self) -> None:
+        rows = []
+        for binding in [*self.BINDINGS, *Screen.BINDINGS]:
+            if isinstance(binding, Binding):
+                rows.append((binding.key, binding.description or binding.action, binding.id or "-"))
+        self.push_screen(KeyMapScreen(rows))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for i, (pid, title) in enumerate(PANES):
+            yield SystemCommand(f"Pane: {title}", f"Show the {title} pane (key {i + 1})",
+                                lambda pid=pid: self.action_show_pane(pid))

@@ -1,0 +1,94 @@
+"""Hosts pane: rank, target, state, latency, host key fingerprint and last error, live."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from cockpit.hosts.state import HostState, HostStatus
+
+STATE_STYLE = {
+    HostState.CONNECTED: "bold green",
+    HostState.CONNECTING: "yellow",
+    HostState.LOST: "bold red",
+    HostState.UNREACHABLE: "red",
+    HostState.KEY_REFUSED: "bold magenta",
+    HostState.AUTH_FAILED: "bold red",
+    HostState.CLOSED: "dim",
+}
+COLUMNS = ("rank", "host", "target", "state", "latency", "host key (SHA256)", "last error")
+
+
+def _age(since: float, now: float) -> str:
+    secs = max(0, int(now - since))
+    return f"{secs}s" if secs < 120 else f"{secs // 60}m"
+
+
+class HostsPane(Vertical):
+    """A row per host; the selected host's error and remedy below."""
+
+    DEFAULT_CSS = """
+    HostsPane DataTable { height: auto; max-height: 70%; }
+    HostsPane #host-detail { padding: 1 1; height: auto; }
+    """
+
+    def __init__(self, ranks: list[int], targets: dict[int, str], **kwargs: object):
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._statuses: dict[int, HostStatus] = {r: HostStatus(rank=r, target=targets[r]) for r in ranks}
+        self.show_ages = True
+
+    def compose(self) -> ComposeResult:
+        table: DataTable[Text | str] = DataTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static(id="host-detail", markup=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for col in COLUMNS:
+            table.add_column(col, key=col)
+        for rank, status in sorted(self._statuses.items()):
+            table.add_row(*self._cells(status), key=str(rank))
+        self._show_detail()
+
+    def _cells(self, s: HostStatus) -> list[Text | str]:
+        state = s.state.value
+        if s.state is not HostState.CONNECTED and self.show_ages:
+            state += f" ({_age(s.since, time.time())})"
+        fp = (s.fingerprint or "-").removeprefix("SHA256:")
+        err = (s.error or "").splitlines()[0][:60] if s.error else ""
+        return [str(s.rank), Text(s.hostname or "-"), Text(s.target), Text(state, style=STATE_STYLE[s.state]),
+                f"{s.latency_ms:.1f} ms" if s.latency_ms is not None else "-", Text(fp, style="dim"),
+                Text(err, style="red")]
+
+    def update_status(self, status: HostStatus) -> None:
+        self._statuses[status.rank] = status
+        table = self.query_one(DataTable)
+        for col, value in zip(COLUMNS, self._cells(status), strict=True):
+            table.update_cell(str(status.rank), col, value, update_width=True)
+        self._show_detail()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        table = self.query_one(DataTable)
+        if not self._statuses or table.row_count == 0:
+            return
+        rank = sorted(self._statuses)[min(table.cursor_row, len(self._statuses) - 1)]
+        s = self._statuses[rank]
+        lines = [f"rank {s.rank} — {s.target} — {s.state.value}"]
+        if s.fingerprint:
+            lines.append(f"host key: {s.fingerprint}")
+        if s.error:
+            lines.append(f"error: {s.error}")
+        if s.remedy:
+            lines.append(f"remedy: {s.remedy}")
+        self.query_one("#host-detail", Static).update(Text("\n".join(lines)))
+
+    @property
+    def statuses(self) -> list[HostStatus]:
+        return [self._statuses[r] for r in sorted(self._statuses)]
