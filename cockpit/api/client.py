@@ -1,0 +1,290 @@
+"""Async client for the engine's OpenAI-compatible API (httpx), with every failure typed.
+
+The base URL is normally ``http://127.0.0.1:<forwarded port>`` (SSH tunnel to rank 0) or ``--api-url``.
+``trust_env=False``: proxy variables in the environment never reroute the private API.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal, Self
+
+import httpx
+
+from cockpit.api.chat import ChatRequest
+from cockpit.api.errors import REMEDY_PROTOCOL, ApiError, from_status, from_transport
+from cockpit.api.sse import SseDecoder, SseError
+from cockpit.api.stream import (
+    ChatEvent,
+    ChatResult,
+    ChunkAccumulator,
+    Finished,
+    StreamError,
+    StreamProtocolError,
+    StreamStats,
+    result_from_response,
+)
+
+HealthState = Literal["ready", "engine_dead", "not_ready", "unreachable", "timeout", "http_error"]
+_MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class HealthResult:
+    """Outcome of ``GET /health`` as a human state with a remedy."""
+
+    state: HealthState
+    message: str
+    remedy: str = ""
+    status: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ready"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """One entry of ``GET /v1/models``."""
+
+    id: str
+    owned_by: str | None = None
+    max_model_len: int | None = None
+    root: str | None = None
+
+
+class ChatStream:
+    """Async iterator of :data:`ChatEvent` for one streamed request.
+
+    The last event is always :class:`Finished` or :class:`StreamError`; no exception escapes for network,
+    HTTP or protocol failures. Closing it (``aclose()``, ``async with``, ``break`` inside ``async with``,
+    or cancelling the task) closes the HTTP response, so the server sees the request aborted.
+    """
+
+    def __init__(self, gen: AsyncIterator[ChatEvent], acc_holder: list[ChunkAccumulator]) -> None:
+        self._gen = gen
+        self._acc = acc_holder
+        self.result: ChatResult | None = None
+        self.error: StreamError | None = None
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> ChatEvent:
+        event = await self._gen.__anext__()
+        if isinstance(event, StreamError):
+            self.error = event
+        elif isinstance(event, Finished):
+            self.result = event.result
+        return event
+
+    async def aclose(self) -> None:
+        await self._gen.aclose()  # type: ignore[attr-defined]
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def stats(self) -> StreamStats | None:
+        """Timing so far (also after a cancel)."""
+        return self._acc[0].stats() if self._acc else None
+
+
+class ApiClient:
+    """One connection pool to the engine's API; call :meth:`aclose` when done (or use ``async with``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 600.0,
+        health_timeout: float = 5.0,
+        max_connections: int = 64,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.health_timeout = health_timeout
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            trust_env=False,
+            timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout, write=30.0, pool=30.0),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            headers={"User-Agent": "r37-cockpit"},
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _url(self, path: str) -> str:
+        return self.base_url + path
+
+    # plain endpoints ----------------------------------------------------------------------------
+
+    async def health(self) -> HealthResult:
+        """``GET /health``: 200 ready, 503 engine dead, refused = not ready (booting or tunnel down)."""
+        t0 = time.perf_counter()
+        url = self._url("/health")
+        try:
+            resp = await self._http.get("/health", timeout=self.health_timeout)
+        except httpx.HTTPError as exc:
+            err = from_transport(exc, url)
+            state: HealthState = (
+                err.kind if err.kind in ("unreachable", "not_ready", "timeout") else "unreachable"
+            )
+            return HealthResult(state, err.message, err.remedy, None, time.perf_counter() - t0)
+        dt = time.perf_counter() - t0
+        if resp.status_code == 200:
+            return HealthResult("ready", "ready: /health answered 200", "", 200, dt)
+        err = from_status(resp.status_code, resp.content[:_MAX_ERROR_BODY], url)
+        state = "engine_dead" if err.kind == "engine_dead" else "http_error"
+        return HealthResult(state, err.message, err.remedy, resp.status_code, dt)
+
+    async def _get_json(self, path: str) -> Any:
+        url = self._url(path)
+        try:
+            resp = await self._http.get(path)
+        except httpx.HTTPError as exc:
+            raise from_transport(exc, url) from None
+        if resp.status_code != 200:
+            raise from_status(resp.status_code, resp.content[:_MAX_ERROR_BODY], url)
+        try:
+            return resp.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ApiError("protocol_error", f"{url} did not answer JSON", REMEDY_PROTOCOL, 200) from None
+
+    async def models(self) -> list[ModelInfo]:
+        """``GET /v1/models``; raises :class:`ApiError`."""
+        body = await self._get_json("/v1/models")
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise ApiError("protocol_error", "/v1/models has no 'data' list", REMEDY_PROTOCOL, 200)
+        out = []
+        for m in data:
+            if not isinstance(m, dict) or not isinstance(m.get("id"), str):
+                raise ApiError(
+                    "protocol_error", f"/v1/models entry without an id: {m!r:.100}", REMEDY_PROTOCOL
+                )
+            mml = m.get("max_model_len")
+            out.append(
+                ModelInfo(m["id"], m.get("owned_by"), mml if isinstance(mml, int) else None, m.get("root"))
+            )
+        return out
+
+    async def metrics_text(self) -> str:
+        """``GET /metrics`` (Prometheus text); raises :class:`ApiError`."""
+        url = self._url("/metrics")
+        try:
+            resp = await self._http.get("/metrics")
+        except httpx.HTTPError as exc:
+            raise from_transport(exc, url) from None
+        if resp.status_code != 200:
+            raise from_status(resp.status_code, resp.content[:_MAX_ERROR_BODY], url)
+        return resp.text
+
+    # chat ---------------------------------------------------------------------------------------
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        """Non-streamed chat completion; raises :class:`ApiError`. ``stats`` holds total time only."""
+        url = self._url("/v1/chat/completions")
+        t0 = time.perf_counter()
+        try:
+            resp = await self._http.post("/v1/chat/completions", json=request.to_body(stream=False))
+        except httpx.HTTPError as exc:
+            raise from_transport(exc, url) from None
+        t1 = time.perf_counter()
+        if resp.status_code != 200:
+            raise from_status(resp.status_code, resp.content[:_MAX_ERROR_BODY], url)
+        try:
+            body = resp.json()
+            result = result_from_response(body, None)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ApiError("protocol_error", f"{url} did not answer JSON", REMEDY_PROTOCOL, 200) from None
+        except StreamProtocolError as exc:
+            raise ApiError("protocol_error", f"{url}: {exc}", REMEDY_PROTOCOL, 200) from None
+        if isinstance(body, dict) and ("error" in body or body.get("object") == "error"):
+            raise from_status(500, resp.content[:_MAX_ERROR_BODY], url)
+        completion = result.usage.completion_tokens if result.usage else None
+        stats = StreamStats(t0, None, t1, completion, 1, 0.0, 0.0)
+        return ChatResult(
+            result.content,
+            result.reasoning,
+            result.tool_calls,
+            result.finish_reason,
+            result.usage,
+            stats,
+            result.model,
+            result.id,
+        )
+
+    def chat_stream(self, request: ChatRequest) -> ChatStream:
+        """Streamed chat completion as typed events (see :class:`ChatStream`)."""
+        holder: list[ChunkAccumulator] = []
+        return ChatStream(self._stream(request, holder), holder)
+
+    async def _stream(self, request: ChatRequest, holder: list[ChunkAccumulator]) -> AsyncIterator[ChatEvent]:
+        url = self._url("/v1/chat/completions")
+        body = request.to_body(stream=True)
+        acc = ChunkAccumulator(t_start=time.perf_counter())
+        holder.append(acc)
+        decoder = SseDecoder()
+        try:
+            async with self._http.stream(
+                "POST", "/v1/chat/completions", json=body, headers={"Accept": "text/event-stream"}
+            ) as resp:
+                if resp.status_code != 200:
+                    raw = b""
+                    async for piece in resp.aiter_bytes():
+                        raw += piece
+                        if len(raw) >= _MAX_ERROR_BODY:
+                            break
+                    err = from_status(resp.status_code, raw, url)
+                    yield acc.fail(err.message, err.kind, err.remedy, err.status)
+                    return
+                ctype = resp.headers.get("content-type", "")
+                if "text/event-stream" not in ctype:
+                    yield acc.fail(
+                        f"{url} answered {ctype or 'no content type'}, not an event stream",
+                        "protocol_error",
+                        REMEDY_PROTOCOL,
+                        resp.status_code,
+                    )
+                    return
+                drained = 0
+                async for piece in resp.aiter_bytes():
+                    if acc.done:  # after [DONE] or an error: drain briefly so the connection is reusable
+                        drained += len(piece)
+                        if drained > _MAX_ERROR_BODY:
+                            return
+                        continue
+                    t = time.perf_counter()
+                    for sse in decoder.feed(piece):
+                        for event in acc.feed(sse, t):
+                            yield event
+                if acc.done:
+                    return
+                t = time.perf_counter()
+                for sse in decoder.close():
+                    for event in acc.feed(sse, t):
+                        yield event
+                for event in acc.end_of_body(t):
+                    yield event
+        except httpx.HTTPError as exc:
+            if not acc.done:
+                err = from_transport(exc, url)
+                yield acc.fail(err.message, err.kind, err.remedy, err.status)
+        except SseError as exc:
+            if not acc.done:
+                yield acc.fail(str(exc), "protocol_error", REMEDY_PROTOCOL)

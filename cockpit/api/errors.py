@@ -1,0 +1,112 @@
+"""Every way a request to the engine can fail, as a typed error with a human message and a remedy."""
+
+from __future__ import annotations
+
+import errno
+import json
+from typing import Any
+
+import httpx
+
+from cockpit.api.stream import ErrorKind, error_message
+
+REMEDY_REFUSED = (
+    "If the engine is starting, wait for 'Application startup complete.' in rank 0's log; "
+    "otherwise check the SSH tunnel to rank 0 (or the --api-url)."
+)
+REMEDY_NOT_READY = (
+    "The tunnel is up but nothing answers on rank 0's API port yet: the engine is still booting "
+    "(or the container is down; check `docker ps` on rank 0)."
+)
+REMEDY_DEAD = "The engine died: read the last lines of rank 0's container log, stop all ranks, relaunch."
+REMEDY_TIMEOUT = "The engine did not answer in time: check /metrics for a hang and rank 0's log."
+REMEDY_PROTOCOL = "The server does not speak vLLM's OpenAI API as expected: check the --api-url."
+
+
+class ApiError(Exception):
+    """A failed API call: ``kind`` for code, ``message`` and ``remedy`` for humans."""
+
+    def __init__(self, kind: ErrorKind, message: str, remedy: str = "", status: int | None = None):
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.remedy = remedy
+        self.status = status
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}" + (f" ({self.remedy})" if self.remedy else "")
+
+    def __repr__(self) -> str:
+        return f"ApiError(kind={self.kind!r}, message={self.message!r}, status={self.status!r})"
+
+
+def _refused(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ConnectionRefusedError) or getattr(cur, "errno", None) == errno.ECONNREFUSED:
+            return True
+        if "connection refused" in str(cur).lower() or "connect call failed" in str(cur).lower():
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def from_transport(exc: httpx.HTTPError, url: str) -> ApiError:
+    """Map an httpx transport exception to an :class:`ApiError`."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return ApiError("unreachable", f"no answer connecting to {url} (connect timeout)", REMEDY_REFUSED)
+    if isinstance(exc, httpx.TimeoutException):
+        return ApiError(
+            "timeout", f"{url}: {type(exc).__name__} ({exc or 'no data in time'})", REMEDY_TIMEOUT
+        )
+    if isinstance(exc, httpx.ConnectError):
+        if _refused(exc):
+            return ApiError(
+                "unreachable",
+                f"not ready (booting or tunnel down): connection refused at {url}",
+                REMEDY_REFUSED,
+            )
+        return ApiError("unreachable", f"cannot connect to {url}: {exc}", REMEDY_REFUSED)
+    if isinstance(exc, httpx.RemoteProtocolError) and "without sending" in str(exc):
+        return ApiError(
+            "not_ready", f"not ready: {url} closed the connection without a response", REMEDY_NOT_READY
+        )
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return ApiError("unreachable", f"connection to {url} dropped: {exc}", REMEDY_REFUSED)
+    if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+        return ApiError("unreachable", f"bad API URL {url!r}: {exc}", "Use http://HOST:PORT (see --api-url).")
+    return ApiError("protocol_error", f"{url}: {type(exc).__name__}: {exc}", REMEDY_PROTOCOL)
+
+
+def from_status(status: int, body: bytes, url: str) -> ApiError:
+    """Map a non-2xx HTTP answer to an :class:`ApiError`, with vLLM's error message when there is one."""
+    detail = _body_message(body)
+    if status == 503:
+        return ApiError(
+            "engine_dead",
+            f"engine dead: {url} answered 503" + (f": {detail}" if detail else ""),
+            REMEDY_DEAD,
+            status,
+        )
+    remedy = {
+        400: "The server rejected the request (model name, max_tokens against the context, image count).",
+        404: "Wrong path or model name: check --api-url and the served model name in /v1/models.",
+        413: "The request is too large (images or prompt): send less.",
+        422: "The request body is invalid for this server version.",
+    }.get(status, "See rank 0's container log for the server-side error." if status >= 500 else "")
+    return ApiError(
+        "http_error", f"HTTP {status} from {url}" + (f": {detail}" if detail else ""), remedy, status
+    )
+
+
+def _body_message(body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    if not text:
+        return ""
+    try:
+        payload: Any = json.loads(text)
+    except json.JSONDecodeError:
+        return text[:300]
+    return error_message(payload)[0][:300]

@@ -1,0 +1,195 @@
+"""The recipe card's step-7 smoke test, plus counting and tool checks, as a stream of step results.
+
+Health and model list are hard gates: the first failure there ends the run (with its remedy). The
+request checks after them each report pass or fail.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cockpit.api.chat import ChatRequest
+from cockpit.api.client import ApiClient
+from cockpit.api.errors import ApiError
+from cockpit.api.stream import ChatResult, Finished, StreamError
+from cockpit.constants import SERVED_MODEL
+
+CARD_PROMPT = "Write two sentences about the ocean."
+COUNT_PROMPT = "Count from 1 to 30, separated by commas. Output only the numbers."
+WEATHER_CITY = "Paris"
+WEATHER_PROMPT = f"What is the weather in {WEATHER_CITY} right now? Use the get_weather tool."
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City name"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SmokeStep:
+    """One check: ``ok`` and a one-line ``detail``; ``remedy`` when it failed."""
+
+    name: str
+    ok: bool
+    detail: str
+    seconds: float
+    remedy: str = ""
+
+
+def _numbers(text: str) -> list[int]:
+    return [int(n) for n in re.findall(r"\d+", text)]
+
+
+def check_card_answer(result: ChatResult) -> tuple[bool, str]:
+    """The card's request: non-empty visible text and usage."""
+    if not result.content.strip():
+        return False, f"empty content (finish_reason={result.finish_reason})"
+    if result.usage is None or result.usage.completion_tokens < 1:
+        return False, "no usage in the response"
+    return True, (
+        f"{result.usage.completion_tokens} tokens, finish_reason={result.finish_reason}: "
+        f"{result.content.strip()[:80]!r}"
+    )
+
+
+def check_counting(result: ChatResult) -> tuple[bool, str]:
+    """The answer starts 1, 2, 3, 4, 5 and contains 30."""
+    nums = _numbers(result.content)
+    if nums[:5] != [1, 2, 3, 4, 5]:
+        return False, f"answer does not start with 1..5: {result.content.strip()[:80]!r}"
+    if 30 not in nums:
+        return (
+            False,
+            f"answer does not reach 30 (last number {nums[-1]}, finish_reason={result.finish_reason})",
+        )
+    tps = result.stats.decode_tps if result.stats else None
+    return True, "1..30 counted" + (f", {tps:.1f} tok/s decode" if tps else "")
+
+
+def check_tool_call(result: ChatResult, city: str = WEATHER_CITY) -> tuple[bool, str]:
+    """finish_reason ``tool_calls`` and a get_weather call whose arguments name the city."""
+    calls = [c for c in result.tool_calls if c.name == "get_weather"]
+    if not calls:
+        names = ", ".join(c.name for c in result.tool_calls) or "none"
+        return False, f"no get_weather call (tool calls: {names}; content {result.content.strip()[:60]!r})"
+    try:
+        args = calls[0].arguments()
+    except (ValueError, json.JSONDecodeError) as exc:
+        return False, f"arguments are not a JSON object: {calls[0].arguments_json[:80]!r} ({exc})"
+    if city.lower() not in json.dumps(args).lower():
+        return False, f"arguments do not name {city}: {calls[0].arguments_json[:80]!r}"
+    if result.finish_reason != "tool_calls":
+        return False, f"finish_reason is {result.finish_reason!r}, expected 'tool_calls'"
+    return True, f"get_weather({calls[0].arguments_json}), finish_reason=tool_calls"
+
+
+async def _streamed(client: ApiClient, request: ChatRequest) -> ChatResult:
+    async with client.chat_stream(request) as stream:
+        async for event in stream:
+            if isinstance(event, StreamError):
+                raise ApiError(event.kind, event.message, event.remedy, event.status)
+            if isinstance(event, Finished):
+                return event.result
+    raise ApiError("protocol_error", "stream ended without a result")
+
+
+async def run_smoke(client: ApiClient, *, model: str = SERVED_MODEL) -> AsyncIterator[SmokeStep]:
+    """Yield the steps in order: health, models, card request, counting, tool call."""
+    t0 = time.perf_counter()
+    health = await client.health()
+    yield SmokeStep("health", health.ok, health.message, time.perf_counter() - t0, health.remedy)
+    if not health.ok:
+        return
+
+    t0 = time.perf_counter()
+    try:
+        ids = [m.id for m in await client.models()]
+    except ApiError as exc:
+        yield SmokeStep("models", False, exc.message, time.perf_counter() - t0, exc.remedy)
+        return
+    found = model in ids
+    detail = f"serves {model}" if found else f"{model} not listed (served: {', '.join(ids) or 'none'})"
+    remedy = (
+        "" if found else "Set the served model name in cluster.toml to what the engine serves, or relaunch."
+    )
+    yield SmokeStep("models", found, detail, time.perf_counter() - t0, remedy)
+    if not found:
+        return
+
+    checks: list[
+        tuple[str, Callable[[], Awaitable[ChatResult]], Callable[[ChatResult], tuple[bool, str]]]
+    ] = [
+        (
+            "card request",
+            lambda: client.chat(
+                ChatRequest(
+                    [{"role": "user", "content": CARD_PROMPT}],
+                    model=model,
+                    thinking=False,
+                    max_tokens=128,
+                    temperature=0,
+                    top_p=None,
+                )
+            ),
+            check_card_answer,
+        ),
+        (
+            "counting",
+            lambda: _streamed(
+                client,
+                ChatRequest(
+                    [{"role": "user", "content": COUNT_PROMPT}],
+                    model=model,
+                    thinking=False,
+                    max_tokens=200,
+                    temperature=0,
+                    top_p=None,
+                ),
+            ),
+            check_counting,
+        ),
+        (
+            "tool call",
+            lambda: _streamed(
+                client,
+                ChatRequest(
+                    [{"role": "user", "content": WEATHER_PROMPT}],
+                    model=model,
+                    thinking=False,
+                    max_tokens=256,
+                    temperature=0,
+                    top_p=None,
+                    tools=[WEATHER_TOOL],
+                    tool_choice="auto",
+                ),
+            ),
+            check_tool_call,
+        ),
+    ]
+    for name, call, check in checks:
+        t0 = time.perf_counter()
+        try:
+            result = await call()
+        except ApiError as exc:
+            yield SmokeStep(name, False, exc.message, time.perf_counter() - t0, exc.remedy)
+            continue
+        ok, detail = check(result)
+        remedy = "" if ok else "The engine answered but wrongly: check the checkpoint and rank 0's log."
+        yield SmokeStep(name, ok, detail, time.perf_counter() - t0, remedy)
+
+
+def all_passed(steps: list[SmokeStep]) -> bool:
+    """True if the run completed all five steps and each passed."""
+    return len(steps) == 5 and all(s.ok for s in steps)

@@ -1,0 +1,475 @@
+"""OpenAI chat-completion chunks (as vLLM streams them) to typed events, results and timing.
+
+:class:`ChunkAccumulator` takes decoded SSE events with the client-side time they arrived and yields
+:data:`ChatEvent` values. Every chunk key is optional (vLLM leaves unset fields out). Thinking text is
+read from ``delta.reasoning`` with ``delta.reasoning_content`` as fallback, never both. Tool calls are
+accumulated by ``index``. Token counts come from ``usage``, never from chunk counts: with K3
+speculation one chunk carries several tokens.
+
+Exactly one terminal event ends every stream: :class:`Finished` or :class:`StreamError`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cockpit.api.sse import SseEvent
+
+ErrorKind = Literal[
+    "unreachable", "not_ready", "engine_dead", "http_error", "protocol_error", "timeout", "server_error"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One complete tool call; ``arguments_json`` is the raw string the model produced."""
+
+    id: str
+    name: str
+    arguments_json: str
+    index: int = 0
+
+    def arguments(self) -> dict[str, Any]:
+        """Parsed arguments; raises ``ValueError`` if the model produced invalid JSON."""
+        value = json.loads(self.arguments_json or "{}")
+        if not isinstance(value, dict):
+            raise ValueError(f"tool call {self.name!r}: arguments are not a JSON object")
+        return value
+
+    def to_message(self) -> dict[str, Any]:
+        """The OpenAI ``tool_calls`` entry for an assistant message in the history."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments_json},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts reported by the server (``usage``)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    reasoning_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStats:
+    """Client-side timing of one request (``time.perf_counter`` seconds).
+
+    ``ttft_s`` is the time to the first content-or-reasoning delta (the role chunk does not count);
+    a tool-call delta counts as a first token too (it is generated text). ``decode_tps`` is
+    ``(completion_tokens - 1) / (t_end - t_first_token)`` with tokens from ``usage``. Chunk count
+    and gaps between chunks are diagnostics only (one chunk holds several tokens under speculation).
+    """
+
+    t_start: float
+    t_first_token: float | None
+    t_end: float
+    completion_tokens: int | None
+    chunks: int
+    max_gap_s: float
+    mean_gap_s: float
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.t_first_token is None else self.t_first_token - self.t_start
+
+    @property
+    def total_s(self) -> float:
+        return self.t_end - self.t_start
+
+    @property
+    def decode_s(self) -> float | None:
+        return None if self.t_first_token is None else self.t_end - self.t_first_token
+
+    @property
+    def decode_tps(self) -> float | None:
+        span = self.decode_s
+        if not self.completion_tokens or self.completion_tokens < 2 or not span or span <= 0:
+            return None
+        return (self.completion_tokens - 1) / span
+
+
+def aggregate_tps(stats: Iterable[StreamStats]) -> float | None:
+    """Aggregate throughput of streams run together: sum of completion tokens / batch wall time."""
+    items = list(stats)
+    if not items or any(s.completion_tokens is None for s in items):
+        return None
+    wall = max(s.t_end for s in items) - min(s.t_start for s in items)
+    total = sum(s.completion_tokens or 0 for s in items)
+    return total / wall if wall > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    """A finished answer, streamed or not."""
+
+    content: str
+    reasoning: str
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str | None
+    usage: Usage | None
+    stats: StreamStats | None = None
+    model: str | None = None
+    id: str | None = None
+
+    def to_message(self) -> dict[str, Any]:
+        """The assistant message for the history (reasoning kept apart under ``reasoning``)."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.reasoning:
+            msg["reasoning"] = self.reasoning
+        if self.tool_calls:
+            msg["tool_calls"] = [t.to_message() for t in self.tool_calls]
+        return msg
+
+
+# --- events ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RoleStarted:
+    role: str = "assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContentDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of tool call ``index``; ``id`` and ``name`` only on its first delta."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments_fragment: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """Terminal event of a successful stream."""
+
+    finish_reason: str | None
+    result: ChatResult
+    stats: StreamStats
+
+
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    """Terminal event of a failed stream: server error event, HTTP failure, protocol or network error.
+
+    ``partial`` holds what arrived before the failure (may be empty).
+    """
+
+    message: str
+    kind: ErrorKind = "server_error"
+    remedy: str = ""
+    status: int | None = None
+    partial: ChatResult | None = None
+
+
+ChatEvent = RoleStarted | ReasoningDelta | ContentDelta | ToolCallDelta | Usage | Finished | StreamError
+
+
+# --- accumulation ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _ToolAcc:
+    index: int
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class StreamProtocolError(ValueError):
+    """A chunk that is not what an OpenAI-compatible server sends."""
+
+
+def error_message(payload: Any) -> tuple[str, int | None]:
+    """Message and code of an OpenAI/vLLM error body: ``{"error": {...}}`` or ``{"object": "error"}``."""
+    if isinstance(payload, dict):
+        err = payload.get("error", payload)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail") or json.dumps(err)[:500]
+            code = err.get("code")
+            return str(msg), code if isinstance(code, int) else None
+        if isinstance(err, str):
+            return err, None
+    return str(payload)[:500], None
+
+
+class ChunkAccumulator:
+    """Folds chunk events into typed events and a final :class:`ChatResult` (choice 0 only)."""
+
+    def __init__(self, t_start: float | None = None, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
+        self.t_start = clock() if t_start is None else t_start
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._tools: dict[int, _ToolAcc] = {}
+        self._finish: str | None = None
+        self._usage: Usage | None = None
+        self._model: str | None = None
+        self._id: str | None = None
+        self._role_seen = False
+        self._t_first: float | None = None
+        self._t_last_chunk: float | None = None
+        self._gaps_sum = 0.0
+        self._gaps_max = 0.0
+        self.chunks = 0
+        self.done = False
+
+    # public -------------------------------------------------------------------------------------
+
+    def feed(self, event: SseEvent, t: float | None = None) -> Iterator[ChatEvent]:
+        """Handle one SSE event received at time ``t``; yields the events it produced."""
+        if self.done:
+            return
+        t = self._clock() if t is None else t
+        if event.is_done:
+            self.done = True
+            yield Finished(self._finish, self.result(t), self.stats(t))
+            return
+        try:
+            chunk = json.loads(event.data)
+        except json.JSONDecodeError as exc:
+            self.done = True
+            yield self._error(f"chunk is not JSON ({exc.msg}): {event.data[:120]!r}", "protocol_error", t)
+            return
+        if not isinstance(chunk, dict):
+            self.done = True
+            yield self._error(f"chunk is not a JSON object: {event.data[:120]!r}", "protocol_error", t)
+            return
+        if "error" in chunk or chunk.get("object") == "error":
+            msg, code = error_message(chunk)
+            self.done = True
+            yield self._error(
+                msg,
+                "server_error",
+                t,
+                status=code,
+                remedy="The engine reported an error mid-stream; see rank 0's container log.",
+            )
+            return
+        self._note_chunk(t)
+        try:
+            yield from self._chunk(chunk, t)
+        except StreamProtocolError as exc:
+            self.done = True
+            yield self._error(str(exc), "protocol_error", t)
+
+    def end_of_body(self, t: float | None = None) -> Iterator[ChatEvent]:
+        """The body ended; without ``[DONE]`` (and no error before) that is a protocol error."""
+        if not self.done:
+            self.done = True
+            yield self._error(
+                "stream ended before data: [DONE] (connection closed mid-answer)",
+                "protocol_error",
+                self._clock() if t is None else t,
+                remedy="The server or tunnel dropped the connection; check rank 0's log.",
+            )
+
+    def fail(
+        self,
+        message: str,
+        kind: ErrorKind,
+        remedy: str = "",
+        status: int | None = None,
+        t: float | None = None,
+    ) -> StreamError:
+        """Terminal error raised outside the chunks (network, timeout); includes the partial answer."""
+        self.done = True
+        return self._error(message, kind, self._clock() if t is None else t, remedy=remedy, status=status)
+
+    def result(self, t_end: float | None = None) -> ChatResult:
+        t_end = self._clock() if t_end is None else t_end
+        tools = tuple(
+            ToolCall(a.id, a.name, "".join(a.arguments), a.index)
+            for a in sorted(self._tools.values(), key=lambda a: a.index)
+        )
+        return ChatResult(
+            content="".join(self._content),
+            reasoning="".join(self._reasoning),
+            tool_calls=tools,
+            finish_reason=self._finish,
+            usage=self._usage,
+            stats=self.stats(t_end),
+            model=self._model,
+            id=self._id,
+        )
+
+    def stats(self, t_end: float | None = None) -> StreamStats:
+        t_end = self._clock() if t_end is None else t_end
+        gaps = max(self.chunks - 1, 0)
+        return StreamStats(
+            t_start=self.t_start,
+            t_first_token=self._t_first,
+            t_end=t_end,
+            completion_tokens=self._usage.completion_tokens if self._usage else None,
+            chunks=self.chunks,
+            max_gap_s=self._gaps_max,
+            mean_gap_s=self._gaps_sum / gaps if gaps else 0.0,
+        )
+
+    # internals ----------------------------------------------------------------------------------
+
+    def _error(
+        self, message: str, kind: ErrorKind, t: float, *, remedy: str = "", status: int | None = None
+    ) -> StreamError:
+        return StreamError(message, kind, remedy, status, self.result(t))
+
+    def _note_chunk(self, t: float) -> None:
+        if self._t_last_chunk is not None:
+            gap = t - self._t_last_chunk
+            self._gaps_sum += gap
+            self._gaps_max = max(self._gaps_max, gap)
+        self._t_last_chunk = t
+        self.chunks += 1
+
+    def _first_token(self, t: float) -> None:
+        if self._t_first is None:
+            self._t_first = t
+
+    def _chunk(self, chunk: dict[str, Any], t: float) -> Iterator[ChatEvent]:
+        self._id = self._id or _opt_str(chunk.get("id"))
+        self._model = self._model or _opt_str(chunk.get("model"))
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise StreamProtocolError("'choices' is not a list")
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise StreamProtocolError("a choice is not an object")
+            if choice.get("index", 0) != 0:
+                continue
+            yield from self._delta(choice.get("delta") or {}, t)
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                self._finish = str(reason)
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self._usage = _usage(usage)
+            yield self._usage
+
+    def _delta(self, delta: Any, t: float) -> Iterator[ChatEvent]:
+        if not isinstance(delta, dict):
+            raise StreamProtocolError("'delta' is not an object")
+        role = delta.get("role")
+        if role and not self._role_seen:
+            self._role_seen = True
+            yield RoleStarted(str(role))
+        reasoning = delta.get("reasoning") or delta.get("reasoning_content")
+        if reasoning:
+            self._first_token(t)
+            self._reasoning.append(str(reasoning))
+            yield ReasoningDelta(str(reasoning))
+        content = delta.get("content")
+        if content:
+            self._first_token(t)
+            self._content.append(str(content))
+            yield ContentDelta(str(content))
+        calls = delta.get("tool_calls")
+        if calls:
+            if not isinstance(calls, list):
+                raise StreamProtocolError("'tool_calls' is not a list")
+            for call in calls:
+                yield self._tool_delta(call, t)
+
+    def _tool_delta(self, call: Any, t: float) -> ToolCallDelta:
+        if not isinstance(call, dict):
+            raise StreamProtocolError("a tool call delta is not an object")
+        index = call.get("index")
+        if not isinstance(index, int):
+            raise StreamProtocolError(f"tool call delta without an integer index: {call!r:.120}")
+        fn = call.get("function") or {}
+        if not isinstance(fn, dict):
+            raise StreamProtocolError("tool call 'function' is not an object")
+        acc = self._tools.get(index)
+        if acc is None:
+            acc = self._tools[index] = _ToolAcc(index)
+        call_id = _opt_str(call.get("id"))
+        name = _opt_str(fn.get("name"))
+        args = fn.get("arguments") or ""
+        if call_id:
+            acc.id = call_id
+        if name:
+            acc.name += name
+        if args:
+            acc.arguments.append(str(args))
+        self._first_token(t)
+        return ToolCallDelta(index, call_id, name, str(args))
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    details = raw.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    prompt = int(raw.get("prompt_tokens") or 0)
+    completion = int(raw.get("completion_tokens") or 0)
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=int(raw.get("total_tokens") or prompt + completion),
+        reasoning_tokens=int(reasoning) if isinstance(reasoning, int) else None,
+    )
+
+
+def result_from_response(body: Any, stats: StreamStats | None = None) -> ChatResult:
+    """A non-streamed ``chat.completion`` body to a :class:`ChatResult` (choice 0)."""
+    if not isinstance(body, dict):
+        raise StreamProtocolError("response is not a JSON object")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise StreamProtocolError("response has no choices")
+    choice = choices[0]
+    msg = choice.get("message") or {}
+    if not isinstance(msg, dict):
+        raise StreamProtocolError("choice 'message' is not an object")
+    reasoning = msg.get("reasoning") or msg.get("reasoning_content")
+    calls: list[ToolCall] = []
+    for i, call in enumerate(msg.get("tool_calls") or []):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(call, dict) or not isinstance(fn, dict):
+            raise StreamProtocolError("a tool call in the response is malformed")
+        calls.append(
+            ToolCall(str(call.get("id") or ""), str(fn.get("name") or ""), str(fn.get("arguments") or ""), i)
+        )
+    usage = body.get("usage")
+    return ChatResult(
+        content=str(msg.get("content") or ""),
+        reasoning=str(reasoning or ""),
+        tool_calls=tuple(calls),
+        finish_reason=_opt_str(choice.get("finish_reason")),
+        usage=_usage(usage) if isinstance(usage, dict) else None,
+        stats=stats,
+        model=_opt_str(body.get("model")),
+        id=_opt_str(body.get("id")),
+    )
+
+
+def accumulate(events: Sequence[tuple[SseEvent, float]], t_start: float = 0.0) -> list[ChatEvent]:
+    """Run a whole recorded stream (events with arrival times) through an accumulator; for tests/replay."""
+    acc = ChunkAccumulator(t_start=t_start, clock=lambda: t_start)
+    out: list[ChatEvent] = []
+    t_last = t_start
+    for ev, t in events:
+        t_last = t
+        out.extend(acc.feed(ev, t))
+    out.extend(acc.end_of_body(t_last))
+    return out
