@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -117,7 +118,6 @@ class Host:
         delay = BACKOFF_START
         ever_connected = False
         while not self._closing:
-            self._set(state=HostState.LOST if ever_connected else HostState.CONNECTING)
             try:
                 conn = await asyncssh.connect(self.entry.ssh, **self._connect_options())
             except asyncssh.HostKeyNotVerifiable as exc:
@@ -136,7 +136,7 @@ class Host:
                 continue
             except (OSError, TimeoutError, asyncssh.Error) as exc:
                 self._set(state=HostState.LOST if ever_connected else HostState.UNREACHABLE,
-                          error=str(exc) or type(exc).__name__,
+                          error=describe_connect_error(exc, self.entry.ssh, self.ssh.connect_timeout),
                           remedy=f"check that {self.entry.ssh} is up and sshd answers; "
                                  f"retrying in {delay:g} s")
                 await asyncio.sleep(delay)
@@ -241,6 +241,8 @@ class Host:
             raise HostUnavailable(self.rank, HostState.LOST, str(exc)) from None
         try:
             async for out in proc.stdout:
+                if not out:  # EOF
+                    break
                 yield out.rstrip("\n")
             if self._conn is not conn:
                 raise HostUnavailable(self.rank, HostState.LOST, "connection lost during stream")
@@ -267,6 +269,19 @@ class Host:
         self._listeners[key] = listener
         self._forwards[key] = listener.get_port()
         return self._forwards[key]
+
+
+def describe_connect_error(exc: BaseException, host: str, timeout: float) -> str:
+    """One human sentence for a failed connection attempt."""
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve {host!r} (check ~/.ssh/config, /etc/hosts or DNS)"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is sshd running on the host?)"
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return f"no answer within {timeout:g} s (host down or network path broken)"
+    if isinstance(exc, asyncssh.DisconnectError):
+        return f"disconnected by the host: {exc.reason}"
+    return str(exc) or type(exc).__name__
 
 
 def _text(value: object) -> str:

@@ -27,7 +27,7 @@ class CockpitApp(App[None]):
     CSS_PATH = "cockpit.tcss"
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("question_mark", "keys", "Keys", id="app.keys"),
+        Binding("question_mark", "keys", "Keys", id="app.keys", key_display="?"),
         *[Binding(str(i + 1), f"show_pane('{pid}')", title, id=f"pane.{pid}", show=False)
           for i, (pid, title) in enumerate(PANES)],
     ]
@@ -85,7 +85,8 @@ class CockpitApp(App[None]):
         rows = []
         for binding in [*self.BINDINGS, *Screen.BINDINGS]:
             if isinstance(binding, Binding):
-                rows.append((binding.key, binding.description or binding.action, binding.id or "-"))
+                key = binding.key_display or binding.key
+                rows.append((key, binding.description or binding.action, binding.id or "-"))
         self.push_screen(KeyMapScreen(rows))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

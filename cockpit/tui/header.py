@@ -16,8 +16,8 @@ def health_line(cluster: str, statuses: list[HostStatus], extra: list[tuple[str,
     style = "bold green" if up == total else ("bold red" if bad else "yellow")
     text = Text.assemble(("r37-cockpit", "bold"), "  │  cluster ", (cluster, "bold"), "  │  hosts ",
                          (f"{up}/{total} connected", style))
-    for s in bad:
-        text.append(f"  rank {s.rank} {s.state.value}", style="red")
+    if bad:
+        text.append("  ranks down: " + " ".join(str(s.rank) for s in bad), style="red")
     for label, style_ in extra or []:
         text.append("  │  ")
         text.append(label, style=style_)

@@ -25,7 +25,9 @@ COLUMNS = ("rank", "host", "target", "state", "latency", "host key (SHA256)", "l
 
 def _age(since: float, now: float) -> str:
     secs = max(0, int(now - since))
-    return f"{secs}s" if secs < 120 else f"{secs // 60}m"
+    if secs < 120:
+        return f"{secs}s"
+    return f"{secs // 60}m" if secs < 7200 else f"{secs // 3600}h"
 
 
 class HostsPane(Vertical):

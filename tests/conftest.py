@@ -1,0 +1,84 @@
+"""Shared fixtures: the fixed snapshot config, and simulated clusters (demo without root, lab as root)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cockpit.config import ClusterConfig, load_config
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TEST_SPEED = 400.0  # boot a simulated engine in a few seconds
+
+
+@pytest.fixture
+def fixed_config() -> ClusterConfig:
+    return load_config(FIXTURES / "cluster.toml")
+
+
+@dataclass
+class SimCluster:
+    dir: Path
+    config_path: Path
+    kind: str
+
+    @property
+    def config(self) -> ClusterConfig:
+        return load_config(self.config_path)
+
+    def root(self, rank: int) -> Path:
+        from cockpit.sim.cluster import host_root
+        return host_root(self.dir, rank)
+
+    def fault(self, rank: int, name: str, on: bool = True) -> None:
+        from cockpit.sim.faults import set_fault
+        set_fault(self.root(rank), name, on)
+
+
+def _demo(tmp: Path, speed: float) -> Iterator[SimCluster]:
+    from cockpit.sim import cluster
+    toml = cluster.demo_up(tmp, speed=speed)
+    try:
+        yield SimCluster(tmp, toml, "demo")
+    finally:
+        cluster.down(tmp)
+
+
+@pytest.fixture(scope="session")
+def demo_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    """One demo cluster for the session (tests must heal the faults they set)."""
+    yield from _demo(tmp_path_factory.mktemp("demo"), TEST_SPEED)
+
+
+@pytest.fixture
+def fresh_demo_cluster(tmp_path: Path) -> Iterator[SimCluster]:
+    """A demo cluster of the test's own, for tests that change host state for good."""
+    yield from _demo(tmp_path / "cluster", TEST_SPEED)
+
+
+def lab_available() -> str | None:
+    if os.geteuid() != 0:
+        return "the lab needs root"
+    if not shutil.which("ip") or not Path("/usr/sbin/sshd").exists():
+        return "the lab needs iproute2 and openssh-server"
+    return None
+
+
+@pytest.fixture(scope="session")
+def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    reason = lab_available()
+    if reason:
+        pytest.skip(reason)
+    from cockpit.sim import cluster
+    from cockpit.sim.lab import lab_up
+    tmp = tmp_path_factory.mktemp("lab")
+    toml = lab_up(tmp, speed=TEST_SPEED)
+    try:
+        yield SimCluster(tmp, toml, "lab")
+    finally:
+        cluster.down(tmp)
