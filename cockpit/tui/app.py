@@ -2,22 +2,49 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostStatus
+from cockpit.tui.context import CockpitContext
 from cockpit.tui.header import ClusterHeader
 from cockpit.tui.keys import KeyMapScreen
 from cockpit.tui.messages import HostStatusChanged
 from cockpit.tui.panes.hosts import HostsPane
 
-PANES: list[tuple[str, str]] = [("hosts", "Hosts")]
+# id, tab title, "module:Class". A pane module that is not there (yet) is simply not shown.
+PANE_REGISTRY: list[tuple[str, str, str]] = [
+    ("hosts", "Hosts", "cockpit.tui.panes.hosts:HostsPane"),
+    ("preflight", "Preflight", "cockpit.tui.panes.preflight:PreflightPane"),
+    ("setup", "Setup", "cockpit.tui.panes.setup:SetupPane"),
+    ("launch", "Launch", "cockpit.tui.panes.launch:LaunchPane"),
+    ("logs", "Logs", "cockpit.tui.panes.logs:LogsPane"),
+    ("stats", "Stats", "cockpit.tui.panes.stats:StatsPane"),
+    ("chat", "Chat", "cockpit.tui.panes.chat:ChatPane"),
+    ("bench", "Bench", "cockpit.tui.panes.bench:BenchPane"),
+]
+
+
+def available_panes() -> list[tuple[str, str, type[Widget]]]:
+    panes = []
+    for pid, title, ref in PANE_REGISTRY:
+        module_name, cls_name = ref.split(":")
+        if importlib.util.find_spec(module_name) is None:
+            continue
+        panes.append((pid, title, getattr(importlib.import_module(module_name), cls_name)))
+    return panes
+
+
+PANES = available_panes()
 
 
 class CockpitApp(App[None]):
@@ -29,27 +56,25 @@ class CockpitApp(App[None]):
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "keys", "Keys", id="app.keys", key_display="?"),
         *[Binding(str(i + 1), f"show_pane('{pid}')", title, id=f"pane.{pid}", show=False)
-          for i, (pid, title) in enumerate(PANES)],
+          for i, (pid, title, _) in enumerate(PANES)],
     ]
 
-    def __init__(self, config: ClusterConfig, config_path: Path | None = None, *, connect: bool = True):
+    def __init__(self, config: ClusterConfig, config_path: Path | None = None, *, connect: bool = True,
+                 api_url: str | None = None, read_only: bool = False):
         super().__init__()
         self.config = config
         self.config_path = config_path
         self.connect = connect
         self.fleet = Fleet(config)
+        self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="cluster-header")
         with TabbedContent(id="panes"):
-            for i, (pid, title) in enumerate(PANES):
+            for i, (pid, title, cls) in enumerate(PANES):
                 with TabPane(f"{i + 1} {title}", id=pid):
-                    yield self._pane(pid)
+                    yield cls(self.ctx, id=f"{pid}-pane")
         yield Footer()
-
-    def _pane(self, pid: str) -> HostsPane:
-        targets = {h.rank: self.fleet[h.rank].target for h in self.config.hosts}
-        return HostsPane(self.config.ranks, targets, id="hosts-pane")
 
     def on_mount(self) -> None:
         self._refresh_header()
@@ -91,6 +116,6 @@ class CockpitApp(App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for i, (pid, title) in enumerate(PANES):
+        for i, (pid, title, _) in enumerate(PANES):
             yield SystemCommand(f"Pane: {title}", f"Show the {title} pane (key {i + 1})",
                                 lambda pid=pid: self.action_show_pane(pid))

@@ -10,6 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from cockpit.hosts.state import HostState, HostStatus
+from cockpit.tui.context import CockpitContext
 
 STATE_STYLE = {
     HostState.CONNECTED: "bold green",
@@ -38,9 +39,9 @@ class HostsPane(Vertical):
     HostsPane #host-detail { padding: 1 1; height: auto; }
     """
 
-    def __init__(self, ranks: list[int], targets: dict[int, str], **kwargs: object):
+    def __init__(self, ctx: CockpitContext, **kwargs: object):
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._statuses: dict[int, HostStatus] = {r: HostStatus(rank=r, target=targets[r]) for r in ranks}
+        self._statuses: dict[int, HostStatus] = {r: ctx.fleet[r].status for r in ctx.config.ranks}
         self.show_ages = True
 
     def compose(self) -> ComposeResult:
