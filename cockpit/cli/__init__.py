@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import os
 import sys
 import traceback
 from collections.abc import Sequence
+from types import ModuleType
 
 from cockpit import __version__
-from cockpit.cli import config_cmd, hosts_cmd, sim_cmd, tui_cmd
 from cockpit.cli.common import CliError
 from cockpit.config import ConfigError
 
-COMMANDS = (tui_cmd, config_cmd, hosts_cmd, sim_cmd)
+# One module per command group, each with `register(subparsers)`; listed in help order. A module that
+# is not there (yet) is left out.
+COMMAND_MODULES = (
+    "tui_cmd", "config_cmd", "hosts_cmd", "preflight_cmd", "setup_cmd", "launch_cmd", "logs_cmd",
+    "chat_cmd", "bench_cmd", "sim_cmd",
+)
+
+
+def _commands() -> list[ModuleType]:
+    found = []
+    for name in COMMAND_MODULES:
+        full = f"cockpit.cli.{name}"
+        if importlib.util.find_spec(full) is not None:
+            found.append(importlib.import_module(full))
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="cluster.toml (default: ./cluster.toml, then "
                              "$XDG_CONFIG_HOME/r37-cockpit/cluster.toml)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS:
+    for module in _commands():
         module.register(sub)
     return parser
 
