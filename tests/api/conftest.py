@@ -82,12 +82,23 @@ def build_app(state: FakeEngine) -> web.Application:
         return web.Response(status=state.health_status, body=b"")
 
     async def models(request: web.Request) -> web.Response:
-        data = [{"id": m, "object": "model", "created": 1764456000, "owned_by": "vllm", "root": f"/srv/{m}",
-                 "parent": None, "max_model_len": 600000, "permission": []} for m in state.models]
+        data = [
+            {
+                "id": m,
+                "object": "model",
+                "created": 1764456000,
+                "owned_by": "vllm",
+                "root": f"/srv/{m}",
+                "parent": None,
+                "max_model_len": 600000,
+                "permission": [],
+            }
+            for m in state.models
+        ]
         return web.json_response({"object": "list", "data": data})
 
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(text='vllm:num_requests_running{engine="0",model_name="%s"} 0.0\n' % MODEL)
+        return web.Response(text=f'vllm:num_requests_running{{engine="0",model_name="{MODEL}"}} 0.0\n')
 
     async def replay(resp: web.StreamResponse, pieces: list[bytes], pause: float = 0.0) -> None:
         for piece in pieces:
@@ -103,8 +114,14 @@ def build_app(state: FakeEngine) -> web.Application:
         arg = request.match_info.get("arg", "")
         if mode == "status":
             code = int(arg)
-            err = {"error": {"message": f"fake failure {code}", "type": "BadRequestError", "param": None,
-                             "code": code}}
+            err = {
+                "error": {
+                    "message": f"fake failure {code}",
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": code,
+                }
+            }
             return web.json_response(err, status=code)
         if mode == "html":
             return web.Response(text="<html>proxy login</html>", content_type="text/html")
@@ -119,7 +136,7 @@ def build_app(state: FakeEngine) -> web.Application:
                 name, size, ms = arg.split(",")
                 raw = stream_bytes(name)
                 n = int(size)
-                await replay(resp, [raw[i:i + n] for i in range(0, len(raw), n)], int(ms) / 1000)
+                await replay(resp, [raw[i : i + n] for i in range(0, len(raw), n)], int(ms) / 1000)
             elif mode == "slowfirst":
                 name, ms = arg.split(",")
                 events = split_events(stream_bytes(name))
@@ -144,14 +161,36 @@ def build_app(state: FakeEngine) -> web.Application:
     async def smoke_chat(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         prompt = json.dumps(body.get("messages"))
         if not body.get("stream"):
-            return web.json_response({
-                "id": "chatcmpl-card", "object": "chat.completion", "created": 1764456000, "model": MODEL,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content":
-                             "The ocean is vast. It is deep.", "reasoning": None, "tool_calls": []},
-                             "logprobs": None, "finish_reason": "stop", "stop_reason": None}],
-                "usage": {"prompt_tokens": 14, "total_tokens": 24, "completion_tokens": 10},
-            })
-        name = "counting" if "Count from 1 to 30" in prompt else "tool_call_split" if body.get("tools") else "plain_multitoken"
+            return web.json_response(
+                {
+                    "id": "chatcmpl-card",
+                    "object": "chat.completion",
+                    "created": 1764456000,
+                    "model": MODEL,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {
+                                "role": "assistant",
+                                "content": "The ocean is vast. It is deep.",
+                                "reasoning": None,
+                                "tool_calls": [],
+                            },
+                            "logprobs": None,
+                            "finish_reason": "stop",
+                            "stop_reason": None,
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 14, "total_tokens": 24, "completion_tokens": 10},
+                }
+            )
+        name = (
+            "counting"
+            if "Count from 1 to 30" in prompt
+            else "tool_call_split"
+            if body.get("tools")
+            else "plain_multitoken"
+        )
         resp = _sse_response()
         await resp.prepare(request)
         await replay(resp, split_events(stream_bytes(name)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -25,7 +26,7 @@ def decode(pieces: list[bytes]) -> list[SseEvent]:
 def split_at(raw: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(raw) + 1) for c in cuts})
     bounds = [0, *points, len(raw)]
-    return [raw[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [raw[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def test_basic_fields_and_dispatch() -> None:
@@ -45,7 +46,7 @@ def test_comments_crlf_cr_and_bom() -> None:
 
 def test_incomplete_event_at_eof_is_dropped() -> None:
     dec = SseDecoder()
-    assert dec.feed(b"data: [DONE]\n\ndata: {\"partial\"") == [SseEvent("[DONE]")]
+    assert dec.feed(b'data: [DONE]\n\ndata: {"partial"') == [SseEvent("[DONE]")]
     assert dec.close() == []
     assert dec.pending
 
@@ -97,4 +98,4 @@ def test_any_split_gives_the_same_events(name: str, cuts: list[int]) -> None:
 @pytest.mark.parametrize("name", ALL_STREAMS)
 def test_byte_by_byte(name: str) -> None:
     raw = stream_bytes(name)
-    assert decode([raw[i:i + 1] for i in range(len(raw))]) == decode([raw])
+    assert decode([raw[i : i + 1] for i in range(len(raw))]) == decode([raw])

@@ -66,7 +66,11 @@ def test_reasoning_fields_never_doubled(name: str) -> None:
     fin = final(events)
     assert fin.result.reasoning == "The user wants two sentences about the ocean. Keep it short."
     assert [e.text for e in events if isinstance(e, ReasoningDelta)] == [
-        "The user wants", " two sentences about", " the ocean. Keep", " it short."]
+        "The user wants",
+        " two sentences about",
+        " the ocean. Keep",
+        " it short.",
+    ]
     assert fin.result.content == "Waves roll endlessly toward the shore."
     assert fin.result.usage is not None and fin.result.usage.reasoning_tokens == 14
     assert fin.stats.ttft_s == 2.0  # first reasoning delta counts as the first token
@@ -112,7 +116,9 @@ def test_parallel_tool_calls_by_index() -> None:
     fin = final(run("parallel_tools"))
     calls = fin.result.tool_calls
     assert [(c.index, c.id, c.arguments()["city"]) for c in calls] == [
-        (0, "chatcmpl-tool-aaaa1111", "Paris"), (1, "chatcmpl-tool-bbbb2222", "Tokyo")]
+        (0, "chatcmpl-tool-aaaa1111", "Paris"),
+        (1, "chatcmpl-tool-bbbb2222", "Tokyo"),
+    ]
 
 
 def test_truncated_stream_is_protocol_error_with_partial() -> None:
@@ -142,8 +148,13 @@ def test_garbage_chunk_is_protocol_error() -> None:
 
 def test_other_choices_ignored_and_missing_keys_tolerated() -> None:
     acc = ChunkAccumulator(t_start=0.0)
-    chunks = [{"choices": [{"index": 1, "delta": {"content": "other"}}]}, {"choices": [{"delta": {"content": "a"}}]},
-              {}, {"choices": [{"index": 0}]}, {"choices": None}]
+    chunks = [
+        {"choices": [{"index": 1, "delta": {"content": "other"}}]},
+        {"choices": [{"delta": {"content": "a"}}]},
+        {},
+        {"choices": [{"index": 0}]},
+        {"choices": None},
+    ]
     for i, c in enumerate(chunks):
         list(acc.feed(SseEvent(json.dumps(c)), float(i)))
     (fin,) = list(acc.feed(SseEvent("[DONE]"), 9.0))
@@ -165,10 +176,25 @@ def test_aggregate_tps() -> None:
 
 
 def test_result_from_response() -> None:
-    body = {"id": "x", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": None, "reasoning_content": "hmm",
-        "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}
+    body = {
+        "id": "x",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "reasoning_content": "hmm",
+                    "tool_calls": [
+                        {"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+    }
     res = result_from_response(body)
     assert isinstance(res, ChatResult)
     assert res.content == "" and res.reasoning == "hmm" and res.tool_calls[0].name == "f"
@@ -191,7 +217,13 @@ def test_split_anywhere_same_result(name: str, cuts: list[int]) -> None:
         out += acc.end_of_body(1.0)
         last = out[-1]
         text = "".join(e.text for e in out if isinstance(e, ContentDelta | ReasoningDelta))
-        res = last.result if isinstance(last, Finished) else last.partial if isinstance(last, StreamError) else None
+        res = (
+            last.result
+            if isinstance(last, Finished)
+            else last.partial
+            if isinstance(last, StreamError)
+            else None
+        )
         key = (res.content, res.reasoning, res.tool_calls, res.usage, res.finish_reason) if res else None
         return text, (type(last).__name__, key)
 
