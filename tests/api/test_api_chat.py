@@ -91,6 +91,9 @@ def test_effort_accepted(effort: str | int) -> None:
 def test_request_validation(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ChatInputError, match=match):
         ChatRequest([{"role": "user", "content": "x"}], **kwargs)  # type: ignore[arg-type]
+
+
+def test_request_needs_messages() -> None:
     with pytest.raises(ChatInputError, match="at least one"):
         ChatRequest([])
 
