@@ -229,6 +229,16 @@ class ApiClient:
             result.id,
         )
 
+    async def chat_streamed(self, request: ChatRequest) -> ChatResult:
+        """Stream a request to the end and return its result with full timing; raises :class:`ApiError`."""
+        async with self.chat_stream(request) as stream:
+            async for event in stream:
+                if isinstance(event, StreamError):
+                    raise ApiError(event.kind, event.message, event.remedy, event.status)
+                if isinstance(event, Finished):
+                    return event.result
+        raise ApiError("protocol_error", "stream ended without a result", REMEDY_PROTOCOL)
+
     def chat_stream(self, request: ChatRequest) -> ChatStream:
         """Streamed chat completion as typed events (see :class:`ChatStream`)."""
         holder: list[ChunkAccumulator] = []

@@ -16,7 +16,7 @@ from typing import Any
 from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
 from cockpit.api.errors import ApiError
-from cockpit.api.stream import ChatResult, Finished, StreamError
+from cockpit.api.stream import ChatResult
 from cockpit.constants import SERVED_MODEL
 
 CARD_PROMPT = "Write two sentences about the ocean."
@@ -95,16 +95,6 @@ def check_tool_call(result: ChatResult, city: str = WEATHER_CITY) -> tuple[bool,
     return True, f"get_weather({calls[0].arguments_json}), finish_reason=tool_calls"
 
 
-async def _streamed(client: ApiClient, request: ChatRequest) -> ChatResult:
-    async with client.chat_stream(request) as stream:
-        async for event in stream:
-            if isinstance(event, StreamError):
-                raise ApiError(event.kind, event.message, event.remedy, event.status)
-            if isinstance(event, Finished):
-                return event.result
-    raise ApiError("protocol_error", "stream ended without a result")
-
-
 async def run_smoke(client: ApiClient, *, model: str = SERVED_MODEL) -> AsyncIterator[SmokeStep]:
     """Yield the steps in order: health, models, card request, counting, tool call."""
     t0 = time.perf_counter()
@@ -128,53 +118,25 @@ async def run_smoke(client: ApiClient, *, model: str = SERVED_MODEL) -> AsyncIte
     if not found:
         return
 
-    checks: list[
-        tuple[str, Callable[[], Awaitable[ChatResult]], Callable[[ChatResult], tuple[bool, str]]]
-    ] = [
-        (
-            "card request",
-            lambda: client.chat(
-                ChatRequest(
-                    [{"role": "user", "content": CARD_PROMPT}],
-                    model=model,
-                    thinking=False,
-                    max_tokens=128,
-                    temperature=0,
-                    top_p=None,
-                )
-            ),
-            check_card_answer,
-        ),
-        (
-            "counting",
-            lambda: _streamed(
-                client,
-                ChatRequest(
-                    [{"role": "user", "content": COUNT_PROMPT}],
-                    model=model,
-                    thinking=False,
-                    max_tokens=200,
-                    temperature=0,
-                    top_p=None,
-                ),
-            ),
-            check_counting,
-        ),
+    def ask(prompt: str, max_tokens: int, **extra: Any) -> ChatRequest:
+        """Deterministic, thinking off: visible text within a small budget, as the card's smoke test."""
+        return ChatRequest(
+            [{"role": "user", "content": prompt}],
+            model=model,
+            thinking=False,
+            max_tokens=max_tokens,
+            temperature=0,
+            top_p=None,
+            **extra,
+        )
+
+    Check = tuple[str, Callable[[], Awaitable[ChatResult]], Callable[[ChatResult], tuple[bool, str]]]
+    checks: list[Check] = [
+        ("card request", lambda: client.chat(ask(CARD_PROMPT, 128)), check_card_answer),
+        ("counting", lambda: client.chat_streamed(ask(COUNT_PROMPT, 200)), check_counting),
         (
             "tool call",
-            lambda: _streamed(
-                client,
-                ChatRequest(
-                    [{"role": "user", "content": WEATHER_PROMPT}],
-                    model=model,
-                    thinking=False,
-                    max_tokens=256,
-                    temperature=0,
-                    top_p=None,
-                    tools=[WEATHER_TOOL],
-                    tool_choice="auto",
-                ),
-            ),
+            lambda: client.chat_streamed(ask(WEATHER_PROMPT, 256, tools=[WEATHER_TOOL], tool_choice="auto")),
             check_tool_call,
         ),
     ]
