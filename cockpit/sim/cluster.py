@@ -123,7 +123,7 @@ def prepare_hosts(cluster_dir: Path, specs: list[layout.HostSpec], demo: bool):
 
 
 def write_client_files(cluster_dir: Path, plans: list[HostPlan], hub: object, *, per_host_paths: bool,
-                       speed: float) -> Path:
+                       speed: float, recipe_dir: str = "r37-recipe") -> Path:
     """cluster.toml, known_hosts and ssh_config for the cockpit (and plain ssh)."""
     known = []
     for p in plans:
@@ -139,7 +139,8 @@ def write_client_files(cluster_dir: Path, plans: list[HostPlan], hub: object, *,
                     "  IdentitiesOnly yes", ""]
     _atomic_write(cluster_dir / "ssh_config", "\n".join(ssh_cfg))
     _atomic_write(cluster_dir / "cluster.toml", cluster_toml(cluster_dir, plans, hub,
-                                                             per_host_paths=per_host_paths, speed=speed))
+                                                             per_host_paths=per_host_paths, speed=speed,
+                                                             recipe_dir=recipe_dir))
     return cluster_dir / "cluster.toml"
 
 
@@ -148,7 +149,7 @@ def _q(value: str) -> str:
 
 
 def cluster_toml(cluster_dir: Path, plans: list[HostPlan], hub: object, *, per_host_paths: bool,
-                 speed: float) -> str:
+                 speed: float, recipe_dir: str = "r37-recipe") -> str:
     ckpt = C.DEALIGNAI_REPO
     revision = getattr(hub, "commits", {}).get(ckpt)
     lines = [
@@ -169,7 +170,7 @@ def cluster_toml(cluster_dir: Path, plans: list[HostPlan], hub: object, *, per_h
         "[paths]",
         'engram = "/srv/engram-local/DeepSeek-V4.1-Flash"',
         'cache = "/srv/cache"',
-        'recipe_dir = "r37-recipe"',
+        f"recipe_dir = {_q(recipe_dir)}",
         "",
         "# The simulated checkpoint, archive and Engram rows are tiny: budgets scaled to match.",
         "[budget]",
