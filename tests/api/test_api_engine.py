@@ -56,6 +56,8 @@ async def engine(tmp_path: Path) -> AsyncIterator[ApiClient]:
             str(port),
             "--bind",
             "127.0.0.1",
+            "--speed",
+            "5",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
