@@ -11,6 +11,25 @@ this module, so the layout is written down once.
     <root>/run/                    live readings written by the engine (gpu.json), pid files
     <root>/home/                   HOME of the SSH login (the recipe's working directory lives here)
     <root>/srv/                    what stands for /srv on a demo host (the lab mounts a real tmpfs)
+
+Files the engine writes (atomic replace) and the stand-ins read:
+
+    <root>/run/gpu.json            {"utilization": int %, "power_w": float, "sm_clock_mhz": int,
+                                    "apps": [{"pid": int, "used_mib": int, "name"?: str}],
+                                    "temperature_c"?: float}; missing = idle (0 %, ~4 W, 208 MHz, P8)
+    <root>/run/mem.json            {"used_bytes": N}: subtracted from MemFree/MemAvailable when the
+                                   `cat` stand-in renders /proc/meminfo (proc/meminfo is the idle base)
+    <root>/sys/class/infiniband/<hca>/ports/1/counters/<name>, hw_counters/<name>
+                                   decimal + "\n", rewritten in place (port_xmit_data/rcv_data are
+                                   octets / 4, as in the kernel)
+    <root>/docker/containers/<id>/ config.json, state.json (by the container shim), <id>-json.log,
+                                   oom_killed (created by the engine just before it dies of OOM)
+
+The container shim gives the engine `R37_SIM_ROOT` and `R37_SIM_CONTAINER_DIR` (= the container dir).
+Sysfs port state (`ports/1/state`, `phys_state`) and GID tables (`gids/N`, `gid_attrs/{types,ndevs}/N`;
+unused entries hold the zero GID and their attrs read EINVAL through the cat/head stand-ins) are
+written by `provision_host` and `faults.set_fault`. Faults with on-disk side effects (rdma-port-down,
+wrong-gid, missing-shard) must be switched with `cockpit.sim.faults.set_fault`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,286 @@
+"""`nvidia-smi` stand-in for one GB10 GPU (driver 580.95.05, CUDA 13.0).
+
+Readings come from `<root>/run/gpu.json` (written by the engine): {"utilization": %, "power_w": W,
+"sm_clock_mhz": MHz, "apps": [{"pid", "used_mib", "name"?}]} plus optional "temperature_c". Idle defaults:
+0 %, ~4 W, P8, SM clock 208 MHz. The maximum SM clock reported is 3003 MHz (`clocks.max.sm`).
+Faults: `no-gpu` (driver unreachable, exit 9), `slow-clocks` (SM clock latched at 900 MHz or
+{"mhz": N}). Memory fields are `Not Supported` / `[N/A]` as on real GB10 (unified memory).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from cockpit.sim.tools import _host
+
+DRIVER = "580.95.05"
+CUDA = "13.0"
+NAME = "NVIDIA GB10"
+BUS_ID = "0000000F:01:00.0"
+MAX_SM_MHZ = 3003
+IDLE = {"utilization": 0, "power_w": 4.1, "sm_clock_mhz": 208, "apps": []}
+NO_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running.\n"
+)
+SLOW_CLOCK_MHZ = 900
+RULE = "+-----------------------------------------+------------------------+----------------------+"
+WIDE = "+-----------------------------------------------------------------------------------------+"
+
+# field -> (header, unit shown in the header, value function key)
+GPU_FIELDS = {
+    "index": ("index", ""),
+    "name": ("name", ""),
+    "gpu_name": ("name", ""),
+    "driver_version": ("driver_version", ""),
+    "uuid": ("uuid", ""),
+    "gpu_uuid": ("uuid", ""),
+    "pci.bus_id": ("pci.bus_id", ""),
+    "gpu_bus_id": ("pci.bus_id", ""),
+    "utilization.gpu": ("utilization.gpu", "%"),
+    "utilization.memory": ("utilization.memory", "%"),
+    "temperature.gpu": ("temperature.gpu", ""),
+    "power.draw": ("power.draw", "W"),
+    "power.draw.instant": ("power.draw.instant", "W"),
+    "power.limit": ("power.limit", "W"),
+    "clocks.sm": ("clocks.current.sm", "MHz"),
+    "clocks.current.sm": ("clocks.current.sm", "MHz"),
+    "clocks.max.sm": ("clocks.max.sm", "MHz"),
+    "clocks.max.graphics": ("clocks.max.graphics", "MHz"),
+    "clocks.gr": ("clocks.current.graphics", "MHz"),
+    "clocks.current.graphics": ("clocks.current.graphics", "MHz"),
+    "pstate": ("pstate", ""),
+    "persistence_mode": ("persistence_mode", ""),
+    "memory.total": ("memory.total", "MiB"),
+    "memory.used": ("memory.used", "MiB"),
+    "memory.free": ("memory.free", "MiB"),
+    "fan.speed": ("fan.speed", "%"),
+    "compute_mode": ("compute_mode", ""),
+    "count": ("count", ""),
+}
+APP_FIELDS = {
+    "pid": ("pid", ""),
+    "process_name": ("process_name", ""),
+    "name": ("process_name", ""),
+    "used_memory": ("used_gpu_memory", "MiB"),
+    "used_gpu_memory": ("used_gpu_memory", "MiB"),
+    "gpu_uuid": ("gpu_uuid", ""),
+    "gpu_bus_id": ("gpu_bus_id", ""),
+    "gpu_name": ("gpu_name", ""),
+}
+
+
+def readings() -> dict:
+    """Current GPU readings (gpu.json merged over idle, faults applied)."""
+    data = _host.read_json(os.path.join(_host.run_dir(), "gpu.json"), {})
+    r = dict(IDLE)
+    if isinstance(data, dict):
+        r.update({k: v for k, v in data.items() if v is not None})
+    util = max(0, min(100, int(r["utilization"])))
+    r["utilization"] = util
+    if _host.fault("slow-clocks"):
+        r["sm_clock_mhz"] = int(_host.fault_params("slow-clocks").get("mhz", SLOW_CLOCK_MHZ))
+    r.setdefault("temperature_c", 36 + util * 0.3 + float(r["power_w"]) * 0.05)
+    r["pstate"] = "P0" if util > 0 or r["apps"] else "P8"
+    return r
+
+
+def uuid() -> str:
+    try:
+        rank = int(_host.spec().get("rank", 0))
+    except (OSError, ValueError):
+        rank = 0
+    return f"GPU-5c7a13e2-9d41-4b37-a8f0-{0xC0FFEE000000 + rank:012x}"
+
+
+def gpu_value(field: str, r: dict, units: bool) -> str:
+    def u(v: object, unit: str) -> str:
+        return f"{v} {unit}" if units else str(v)
+
+    return {
+        "index": "0",
+        "name": NAME,
+        "gpu_name": NAME,
+        "driver_version": DRIVER,
+        "uuid": uuid(),
+        "gpu_uuid": uuid(),
+        "pci.bus_id": BUS_ID,
+        "gpu_bus_id": BUS_ID,
+        "count": "1",
+        "utilization.gpu": u(r["utilization"], "%"),
+        "utilization.memory": "[N/A]",
+        "temperature.gpu": str(round(r["temperature_c"])),
+        "power.draw": u(f"{float(r['power_w']):.2f}", "W"),
+        "power.draw.instant": u(f"{float(r['power_w']):.2f}", "W"),
+        "power.limit": "[N/A]",
+        "clocks.sm": u(int(r["sm_clock_mhz"]), "MHz"),
+        "clocks.current.sm": u(int(r["sm_clock_mhz"]), "MHz"),
+        "clocks.gr": u(int(r["sm_clock_mhz"]), "MHz"),
+        "clocks.current.graphics": u(int(r["sm_clock_mhz"]), "MHz"),
+        "clocks.max.sm": u(MAX_SM_MHZ, "MHz"),
+        "clocks.max.graphics": u(MAX_SM_MHZ, "MHz"),
+        "pstate": r["pstate"],
+        "persistence_mode": "Enabled",
+        "memory.total": "[N/A]",
+        "memory.used": "[N/A]",
+        "memory.free": "[N/A]",
+        "fan.speed": "[N/A]",
+        "compute_mode": "Default",
+    }[field]
+
+
+def app_value(field: str, app: dict, units: bool) -> str:
+    mib = int(app.get("used_mib", 0))
+    return {
+        "pid": str(app.get("pid", 0)),
+        "process_name": str(app.get("name", "python3")),
+        "name": str(app.get("name", "python3")),
+        "used_memory": f"{mib} MiB" if units else str(mib),
+        "used_gpu_memory": f"{mib} MiB" if units else str(mib),
+        "gpu_uuid": uuid(),
+        "gpu_bus_id": BUS_ID,
+        "gpu_name": NAME,
+    }[field]
+
+
+def csv(fields: list[str], table: dict, rows: list[list[str]], header: bool, units: bool) -> str:
+    out = []
+    if header:
+        heads = []
+        for f in fields:
+            name, unit = table[f]
+            heads.append(f"{name} [{unit}]" if unit else name)
+        out.append(", ".join(heads))
+    out.extend(", ".join(row) for row in rows)
+    return "".join(line + "\n" for line in out)
+
+
+def table() -> str:
+    r = readings()
+    now = time.strftime("%a %b %d %H:%M:%S %Y")
+    temp = f"{round(r['temperature_c'])}C"
+    pwr = f"{round(float(r['power_w']))}W"
+    lines = [
+        f"{now}       ",
+        WIDE,
+        f"| NVIDIA-SMI {DRIVER}              Driver Version: {DRIVER}      CUDA Version: {CUDA}     |",
+        RULE,
+        "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+        "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
+        "|                                         |                        |               MIG M. |",
+        RULE.replace("-", "="),
+        f"|{0:>4}  {NAME:<31}{'On':>2}  |{BUS_ID:>19} {'Off':>3} |{'N/A':>21} |",
+        f"| {'N/A':>3}   {temp:>3}    {r['pstate']:>2}{pwr:>16} / {'N/A':>4}  |"
+        f" {'Not Supported':<22} |{str(r['utilization']) + '%':>8}{'Default':>13} |",
+        f"|{'':41}|{'':24}|{'N/A':>21} |",
+        RULE,
+        "",
+        WIDE,
+        "| Processes:                                                                              |",
+        "|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |",
+        "|        ID   ID                                                               Usage      |",
+        WIDE.replace("-", "=").replace("+", "|"),
+    ]
+    apps = r["apps"] or []
+    if not apps:
+        lines.append(f"|  {'No running processes found':<87}|")
+    for app in apps:
+        name = str(app.get("name", "python3"))[:37]
+        mem = f"{int(app.get('used_mib', 0))}MiB"
+        pid = int(app.get("pid", 0))
+        lines.append(f"|{0:>5}   {'N/A':<3}  {'N/A':<3}{pid:>16}{'C':>7}   {name:<37}{mem:>9} |")
+    lines.append(WIDE)
+    return "\n".join(lines) + "\n"
+
+
+VALUE_OPTS = ("--query-gpu", "--query-compute-apps", "--format", "-i", "--id")
+LOOP_OPTS = ("-l", "--loop", "-lms", "--loop-ms")
+USAGE_ERROR = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
+
+
+def _parse(args: list[str]) -> dict:
+    """The options the cockpit and the recipe use; anything else is a usage error like the real tool."""
+    opts: dict = {"gpu": None, "apps": None, "format": "", "loop_s": None, "list": False}
+    i = 0
+    while i < len(args):
+        key, eq, val = args[i].partition("=")
+        if key in VALUE_OPTS and not eq:
+            i += 1
+            val = args[i]
+        if key in LOOP_OPTS and not eq and i + 1 < len(args) and args[i + 1].isdigit():
+            i += 1
+            val = args[i]
+        if key == "--query-gpu":
+            opts["gpu"] = val
+        elif key == "--query-compute-apps":
+            opts["apps"] = val
+        elif key == "--format":
+            opts["format"] = val
+        elif key in LOOP_OPTS:
+            ms = key in ("-lms", "--loop-ms")
+            n = int(val) if val else (5000 if ms else 5)
+            opts["loop_s"] = n / 1000 if ms else float(n)
+        elif key in ("-i", "--id"):
+            if val not in ("0", BUS_ID, uuid()):
+                raise LookupError("No devices were found")
+        elif key in ("-L", "--list-gpus"):
+            opts["list"] = True
+        else:
+            raise ValueError(USAGE_ERROR)
+        i += 1
+    return opts
+
+
+def render(opts: dict) -> str:
+    fmt = {p.strip() for p in opts["format"].split(",")}
+    header, units = "noheader" not in fmt, "nounits" not in fmt
+    if opts["list"]:
+        return f"GPU 0: {NAME} (UUID: {uuid()})\n"
+    if opts["gpu"] is not None:
+        fields = [f.strip() for f in opts["gpu"].split(",") if f.strip()]
+        r = readings()
+        return csv(fields, GPU_FIELDS, [[gpu_value(f, r, units) for f in fields]], header, units)
+    if opts["apps"] is not None:
+        fields = [f.strip() for f in opts["apps"].split(",") if f.strip()]
+        apps = readings()["apps"] or []
+        rows = [[app_value(f, a, units) for f in fields] for a in apps]
+        return csv(fields, APP_FIELDS, rows, header, units)
+    return table()
+
+
+def main(argv: list[str] | None = None) -> int:
+    _host.quiet_pipes()
+    args = sys.argv[1:] if argv is None else argv
+    if _host.fault("no-gpu"):
+        sys.stdout.write(NO_DRIVER)
+        return 9
+    try:
+        opts = _parse(args)
+    except LookupError as e:
+        sys.stdout.write(f"{e}\n")
+        return 6
+    except (ValueError, IndexError):
+        sys.stdout.write(USAGE_ERROR + "\n")
+        return 2
+    for query, table_ in (("gpu", GPU_FIELDS), ("apps", APP_FIELDS)):
+        if opts[query] is not None:
+            for f in (x.strip() for x in opts[query].split(",")):
+                if f not in table_:
+                    sys.stdout.write(f'Field "{f}" is not a valid field to query.\n\n')
+                    return 2
+            if "csv" not in opts["format"]:
+                sys.stdout.write("Missing --format=csv option.\n")
+                return 2
+    out = sys.stdout
+    while True:
+        out.write(render(opts))
+        out.flush()
+        if opts["loop_s"] is None:
+            return 0
+        time.sleep(opts["loop_s"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
