@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, Literal, Self
 
@@ -65,7 +65,7 @@ class ChatStream:
     or cancelling the task) closes the HTTP response, so the server sees the request aborted.
     """
 
-    def __init__(self, gen: AsyncIterator[ChatEvent], acc_holder: list[ChunkAccumulator]) -> None:
+    def __init__(self, gen: AsyncGenerator[ChatEvent, None], acc_holder: list[ChunkAccumulator]) -> None:
         self._gen = gen
         self._acc = acc_holder
         self.result: ChatResult | None = None
@@ -83,7 +83,7 @@ class ChatStream:
         return event
 
     async def aclose(self) -> None:
-        await self._gen.aclose()  # type: ignore[attr-defined]
+        await self._gen.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -244,7 +244,9 @@ class ApiClient:
         holder: list[ChunkAccumulator] = []
         return ChatStream(self._stream(request, holder), holder)
 
-    async def _stream(self, request: ChatRequest, holder: list[ChunkAccumulator]) -> AsyncIterator[ChatEvent]:
+    async def _stream(
+        self, request: ChatRequest, holder: list[ChunkAccumulator]
+    ) -> AsyncGenerator[ChatEvent, None]:
         url = self._url("/v1/chat/completions")
         body = request.to_body(stream=True)
         acc = ChunkAccumulator(t_start=time.perf_counter())
