@@ -1,0 +1,3 @@
+from cockpit.sim.engine.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,269 @@
+"""The engine core: requests, continuous batching on the schedule of `schedule.py`, statistics.
+
+All running requests share each step. A step processes up to `max_batched_tokens` prompt tokens
+(chunked prefill) and gives every decoding sequence 1 + accepted draft tokens; a sequence whose prefill
+completes in the step gets its first token. Requests receive their tokens as events on a queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import math
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cockpit.sim.engine import textgen, tokens
+from cockpit.sim.engine.metrics import Stats
+from cockpit.sim.engine.schedule import Schedule
+
+PREFIX_BLOCK = 256
+PREFIX_CACHE_BLOCKS = 65536
+
+
+@dataclass
+class Token:
+    """One output token: kind is reasoning, content, tool_head, tool_mark or tool_args."""
+
+    kind: str
+    text: str
+    category: str
+    index: int = 0                 # tool call index
+    name: str = ""                 # tool_head: function name
+    call_id: str = ""              # tool_head: call id
+
+
+def build_output(plan: textgen.Plan, max_tokens: int, stop: list[str]) -> tuple[list[Token], str, str | None]:
+    """Token list, natural finish reason (stop/length) and the matched stop string."""
+    out = [Token("reasoning", t, "prose") for t in tokens.tokenize(plan.reasoning)]
+    content, stop_reason = plan.content, None
+    for s in stop:
+        i = content.find(s) if s else -1
+        if i >= 0 and (stop_reason is None or i < content.find(stop_reason)):
+            stop_reason = s
+    if stop_reason is not None:
+        content = content[:content.find(stop_reason)]
+    out += [Token("content", t, plan.category) for t in tokens.tokenize(content)]
+    for i, call in enumerate(plan.tool_calls):
+        head = tokens.count(call.name) + 3
+        out.append(Token("tool_head", "", "code", i, call.name, call.id))
+        out += [Token("tool_mark", "", "code", i) for _ in range(head - 1)]
+        out += [Token("tool_args", t, "code", i) for t in tokens.tokenize(call.arguments)]
+    if len(out) > max_tokens:
+        return out[:max_tokens], "length", None
+    return out, "stop", stop_reason
+
+
+@dataclass
+class Request:
+    """One chat completion inside the engine."""
+
+    rid: str
+    prompt_tokens: int
+    prompt_key: list[str]
+    out: list[Token]
+    finish_reason: str
+    stop_reason: str | None = None
+    arrival: float = field(default_factory=time.monotonic)
+    events: asyncio.Queue[tuple] = field(default_factory=asyncio.Queue)
+    admitted: float = 0.0
+    first_token: float = 0.0
+    last_step: float = 0.0
+    prefill_left: int = 0
+    cached: int = 0
+    pos: int = 0
+    credit: float = 0.0
+    started: bool = False
+    aborted: bool = False
+    done: bool = False
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return sum(1 for t in self.out[:self.pos] if t.kind == "reasoning")
+
+
+class EngineCore:
+    """Continuous-batching scheduler on simulated time; one instance per engine."""
+
+    def __init__(self, schedule: Schedule, model: str, max_model_len: int, max_num_seqs: int,
+                 kv_tokens: int, hang: Callable[[], bool] = lambda: False) -> None:
+        self.sch = schedule
+        self.model = model
+        self.max_model_len = max_model_len
+        self.max_num_seqs = max_num_seqs
+        self.kv_tokens = kv_tokens
+        self.hang = hang
+        self.stats = Stats(max_model_len=max_model_len, spec_k=schedule.spec_k)
+        self.running: list[Request] = []
+        self.waiting: list[Request] = []
+        self._wake = asyncio.Event()
+        self._rng = random.Random(schedule.seed)
+        self._prefix: OrderedDict[str, None] = OrderedDict()
+        self._ids = itertools.count()
+        self.idle_since = time.monotonic()
+        self.boost = False
+        self.busy_s = 0.0                  # accumulated step time (for GPU utilisation)
+        self.window = {"prompt": 0, "gen": 0, "drafts": 0, "draft_tokens": 0, "accepted": 0}
+
+    # --- submission -------------------------------------------------------------------------------
+    def submit(self, req: Request) -> None:
+        self.waiting.append(req)
+        self._wake.set()
+
+    def abort(self, req: Request) -> None:
+        if not req.done:
+            req.aborted = True
+            req.done = True
+            self.stats.success["abort"] += 1
+            if req in self.waiting:
+                self.waiting.remove(req)
+            if req in self.running:
+                self.running.remove(req)
+
+    def kv_usage(self) -> float:
+        used = sum(r.prompt_tokens + r.pos for r in self.running)
+        return min(1.0, used / self.kv_tokens) if self.kv_tokens else 0.0
+
+    # --- prefix cache -----------------------------------------------------------------------------
+    def _cached_tokens(self, req: Request) -> int:
+        h = hashlib.sha1()
+        hits, key = 0, req.prompt_key
+        hashes = []
+        for b in range(len(key) // PREFIX_BLOCK):
+            h.update("".join(key[b * PREFIX_BLOCK:(b + 1) * PREFIX_BLOCK]).encode())
+            hashes.append(h.hexdigest())
+        for d in hashes:
+            if d not in self._prefix:
+                break
+            self._prefix.move_to_end(d)
+            hits += PREFIX_BLOCK
+        for d in hashes:
+            self._prefix[d] = None
+        while len(self._prefix) > PREFIX_CACHE_BLOCKS:
+            self._prefix.popitem(last=False)
+        return min(hits, req.prompt_tokens - 1)
+
+    # --- the step loop ----------------------------------------------------------------------------
+    def _admit(self, now: float) -> list[Request]:
+        new = []
+        while self.waiting and len(self.running) < self.max_num_seqs:
+            r = self.waiting.pop(0)
+            r.admitted = now
+            r.cached = self._cached_tokens(r)
+            r.prefill_left = r.prompt_tokens - r.cached
+            self.stats.prefix_queries += r.prompt_tokens
+            self.stats.prefix_hits += r.cached
+            self.running.append(r)
+            new.append(r)
+        return new
+
+    async def run(self) -> None:
+        """The scheduler loop; runs until cancelled."""
+        loop_time = time.monotonic
+        next_t: float | None = None
+        while True:
+            if not self.running and not self.waiting:
+                self.idle_since = loop_time()
+                self._wake.clear()
+                await self._wake.wait()
+                idle = loop_time() - self.idle_since
+                self.boost = idle >= self.sch.idle_after_s * self.sch.time_scale
+                next_t = None
+            if self.hang():
+                for r in self._admit(loop_time()):
+                    r.events.put_nowait(("started",))
+                await asyncio.sleep(0.05)
+                next_t = None
+                continue
+            self._admit(loop_time())
+            await self._step(next_t)
+            next_t = self._last_end
+
+    _last_end: float = 0.0
+
+    async def _step(self, next_t: float | None) -> None:
+        sch = self.sch
+        budget, chunk, finishing = sch.max_batched_tokens, 0, []
+        for r in self.running:
+            if r.prefill_left > 0 and budget > 0:
+                take = min(r.prefill_left, budget)
+                r.prefill_left -= take
+                chunk += take
+                budget -= take
+                if r.prefill_left == 0:
+                    finishing.append(r)
+        decoders = [r for r in self.running if r.started]
+        n = len(decoders) + len(finishing)
+        dur = chunk / sch.prefill_tok_s + sch.step_time(n)
+        dur *= 1 + self._rng.uniform(-sch.jitter, sch.jitter)
+        if self.boost:
+            dur /= sch.idle_factor
+        dur *= sch.time_scale
+        now = time.monotonic()
+        start = next_t if next_t is not None and 0 <= now - next_t < 0.25 else now
+        end = start + dur
+        delay = end - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        self._last_end = end
+        self.busy_s += dur
+        t = time.monotonic()
+        self.stats.prompt_tokens += chunk
+        self.window["prompt"] += chunk
+        for r in finishing:
+            if not r.done:
+                r.started, r.first_token = True, t
+                self._emit(r, 1, t)
+        for r in decoders:
+            if r.done:
+                continue
+            cat = r.out[r.pos].category if r.pos < len(r.out) else "prose"
+            r.credit += sch.tokens_per_step(cat) - 1
+            accepted = max(0, min(sch.spec_k, math.floor(r.credit + self._rng.random())))
+            r.credit -= accepted
+            emitted = self._emit(r, 1 + accepted, t)
+            got = emitted - 1
+            self.stats.drafts += 1
+            self.stats.draft_tokens += sch.spec_k
+            self.stats.accepted_tokens += got
+            for p in range(got):
+                self.stats.accepted_per_pos[p] += 1
+            self.window["drafts"] += 1
+            self.window["draft_tokens"] += sch.spec_k
+            self.window["accepted"] += got
+        self.running = [r for r in self.running if not r.done]
+
+    def _emit(self, r: Request, k: int, t: float) -> int:
+        k = min(k, len(r.out) - r.pos)
+        toks = r.out[r.pos:r.pos + k]
+        r.pos += k
+        self.stats.generation_tokens += k
+        self.window["gen"] += k
+        if r.last_step:
+            self.stats.itl.observe(t - r.last_step)
+        r.last_step = t
+        finished = r.pos >= len(r.out)
+        r.events.put_nowait(("tokens", toks, r.finish_reason if finished else None))
+        if finished:
+            self._finish(r, t)
+        return k
+
+    def _finish(self, r: Request, t: float) -> None:
+        r.done = True
+        s = self.stats
+        s.success[r.finish_reason] += 1
+        s.ttft.observe(r.first_token - r.arrival)
+        s.e2e.observe(t - r.arrival)
+        s.queue.observe(r.admitted - r.arrival)
+        s.prefill.observe(r.first_token - r.admitted)
+        s.decode.observe(t - r.first_token)
+        assert s.req_prompt is not None and s.req_gen is not None
+        s.req_prompt.observe(r.prompt_tokens)
+        s.req_gen.observe(r.pos)
+
+    def next_id(self) -> str:
+        return f"{next(self._ids)}"

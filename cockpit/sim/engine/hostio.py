@@ -1,0 +1,97 @@
+"""What the engine writes into its host root: memory use, GPU readings and RDMA counters.
+
+    <root>/run/mem.json     {"used_bytes": N}                         rising while loading, removed at exit
+    <root>/run/gpu.json     {"utilization", "power_w", "sm_clock_mhz", "temperature_c", "apps": [...]}
+    <root>/sys/class/infiniband/<hca>/ports/1/counters/{port_xmit_data,port_rcv_data,port_xmit_packets,
+                                                        port_rcv_packets}   (data counters = bytes / 4)
+
+All files are written atomically (temp file + rename). RDMA traffic is modelled as tensor-parallel
+all-reduce volume: BYTES_PER_TOKEN bytes sent and received per processed token (prompt or generated).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+from cockpit.sim import layout
+
+# hidden 7168 x 2 bytes (bf16) x 2 all-reduces per layer x 43 layers x ring factor 2(n-1)/n = 1.5
+BYTES_PER_TOKEN = 7168 * 2 * 2 * 43 * 3 // 2
+MTU = 4096
+TOTAL_MEMORY = 128 * 10**9
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+class HostIO:
+    """Writer of one host's live readings; a no-op without a host root."""
+
+    def __init__(self, root: Path | None, hca: str, seed: int = 0) -> None:
+        self.root = root
+        self.hca = hca
+        self._rng = random.Random(seed)
+        self.used_bytes = 0
+
+    # --- memory ---------------------------------------------------------------------------------
+    def set_memory(self, used: int) -> None:
+        self.used_bytes = used
+        if self.root:
+            write_atomic(layout.run_dir(self.root) / "mem.json", json.dumps({"used_bytes": used}))
+
+    # --- GPU ------------------------------------------------------------------------------------
+    def set_gpu(self, load: float, slow: bool = False) -> None:
+        """load 0..1: 0 = loaded and idle, 1 = generating flat out."""
+        if not self.root:
+            return
+        j = self._rng.uniform(-1, 1)
+        util = 0 if load <= 0.005 else min(100, round(95 * load + 2 * j))
+        power = round(5.0 + 83.0 * load + 3.0 * j * load, 2)
+        clock = round(800 + 1500 * load + 60 * j * load)
+        if slow:
+            clock = min(clock, 630 + round(200 * load + 50 * abs(j)))
+        data = {"utilization": util, "power_w": power, "sm_clock_mhz": clock,
+                "temperature_c": round(38 + 30 * load + j),
+                "apps": [{"pid": os.getpid(), "used_mib": self.used_bytes // (1 << 20)}] if self.used_bytes else []}
+        write_atomic(layout.run_dir(self.root) / "gpu.json", json.dumps(data))
+
+    # --- RDMA -----------------------------------------------------------------------------------
+    def counters_dir(self) -> Path | None:
+        if not self.root:
+            return None
+        return layout.infiniband_dir(self.root) / self.hca / "ports" / "1" / "counters"
+
+    def has_hca(self) -> bool:
+        d = self.counters_dir()
+        return d is not None and d.parent.parent.parent.is_dir()
+
+    def add_traffic(self, nbytes: int) -> None:
+        """Move xmit and rcv counters by nbytes each (data counters count 4-byte words)."""
+        d = self.counters_dir()
+        if d is None or nbytes <= 0 or not self.has_hca():
+            return
+        packets = -(-nbytes // MTU)
+        for name, inc in (("port_xmit_data", nbytes // 4), ("port_rcv_data", nbytes // 4),
+                          ("port_xmit_packets", packets), ("port_rcv_packets", packets)):
+            p = d / name
+            try:
+                cur = int(p.read_text().strip() or 0)
+            except (FileNotFoundError, ValueError):
+                cur = 0
+            write_atomic(p, f"{cur + inc}\n")
+
+    def cleanup(self) -> None:
+        if not self.root:
+            return
+        for name in ("mem.json", "gpu.json"):
+            try:
+                (layout.run_dir(self.root) / name).unlink()
+            except FileNotFoundError:
+                pass

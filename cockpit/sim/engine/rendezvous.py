@@ -1,0 +1,212 @@
+"""Rendezvous of the ranks over TCP: rank 0 listens on --master-addr:--master-port, workers connect.
+
+Line protocol, one JSON object per line:
+
+    worker -> head   {"op": "hello", "rank": R, "host": NAME}      first line on a connection
+    head -> worker   {"op": "welcome", "world_size": W}             once all nnodes-1 workers said hello
+    worker -> head   {"op": "ready"}                                 the worker finished graph capture
+    worker -> head   {"op": "fail", "error": TEXT}                   the worker is about to exit on an error
+    worker -> head   {"op": "hb"}                                    heartbeat, every second
+    head -> worker   {"op": "hb"}                                    heartbeat, every second after welcome
+    head -> worker   {"op": "tick", "tokens": N, "busy": F}          while serving, every 0.5 s: tokens
+                                                                     processed since the last tick, GPU load
+A connection that closes, or stays silent for HEARTBEAT_TIMEOUT_S, means the peer died. A hello that
+arrives after the head finished its init is held open and never answered (the relaunch race of the
+recipe: a new worker joining an old head hangs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+HEARTBEAT_S = 1.0
+HEARTBEAT_TIMEOUT_S = 10.0
+
+
+async def _send(writer: asyncio.StreamWriter, obj: dict[str, Any]) -> None:
+    writer.write((json.dumps(obj) + "\n").encode())
+    await writer.drain()
+
+
+async def _recv(reader: asyncio.StreamReader) -> dict[str, Any] | None:
+    line = await reader.readline()
+    if not line:
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return {"op": "garbage"}
+    return obj if isinstance(obj, dict) else {"op": "garbage"}
+
+
+class Head:
+    """Rank 0's side: accepts workers, tracks readiness, reports deaths on `failure`."""
+
+    def __init__(self, nnodes: int, on_event: Callable[[str, int, str], None]) -> None:
+        self.nnodes = nnodes
+        self.on_event = on_event                       # (kind, rank, text): joined / failed / died / late
+        self.writers: dict[int, asyncio.StreamWriter] = {}
+        self.ready: set[int] = set()
+        self.errors: dict[int, str] = {}
+        self.all_joined = asyncio.Event()
+        self.all_ready = asyncio.Event()
+        self.failure: asyncio.Future[tuple[int, str]] = asyncio.get_running_loop().create_future()
+        self.welcomed = False
+        self.closing = False
+        self.server: asyncio.Server | None = None
+        self._last_seen: dict[int, float] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self, addr: str, port: int) -> None:
+        self.server = await asyncio.start_server(self._handle, addr, port, reuse_address=True)
+        self._tasks.append(asyncio.create_task(self._watchdog()))
+
+    def _fail(self, rank: int, text: str) -> None:
+        if not self.failure.done() and not self.closing:
+            self.failure.set_result((rank, text))
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        rank = -1
+        try:
+            hello = await asyncio.wait_for(_recv(reader), 30)
+            if not hello or hello.get("op") != "hello":
+                return
+            rank = int(hello.get("rank", -1))
+            if self.welcomed or rank in self.writers or not 0 < rank < self.nnodes:
+                self.on_event("late", rank, str(hello.get("host", "")))
+                with contextlib.suppress(Exception):
+                    while await reader.read(4096):
+                        pass
+                return
+            self.writers[rank] = writer
+            self._last_seen[rank] = time.monotonic()
+            self.on_event("joined", rank, str(hello.get("host", "")))
+            if len(self.writers) == self.nnodes - 1:
+                self.all_joined.set()
+            while True:
+                msg = await _recv(reader)
+                if msg is None:
+                    break
+                self._last_seen[rank] = time.monotonic()
+                op = msg.get("op")
+                if op == "ready":
+                    self.ready.add(rank)
+                    if len(self.ready) == self.nnodes - 1:
+                        self.all_ready.set()
+                elif op == "fail":
+                    self.errors[rank] = str(msg.get("error", ""))
+            self._fail(rank, self.errors.get(rank, "connection closed"))
+        except (TimeoutError, ConnectionError, OSError, ValueError):
+            if rank in self.writers:
+                self._fail(rank, self.errors.get(rank, "connection reset"))
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _watchdog(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            if self.welcomed:
+                for w in list(self.writers.values()):
+                    with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                        w.write(b'{"op": "hb"}\n')
+            now = time.monotonic()
+            for rank, seen in list(self._last_seen.items()):
+                if now - seen > HEARTBEAT_TIMEOUT_S:
+                    self._fail(rank, f"no heartbeat for {HEARTBEAT_TIMEOUT_S:.0f} s")
+
+    async def welcome(self, world_size: int) -> None:
+        self.welcomed = True
+        for w in list(self.writers.values()):
+            with contextlib.suppress(ConnectionError, OSError):
+                await _send(w, {"op": "welcome", "world_size": world_size})
+
+    def tick(self, tokens: int, busy: float) -> None:
+        for w in list(self.writers.values()):
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                w.write((json.dumps({"op": "tick", "tokens": tokens, "busy": round(busy, 3)}) + "\n").encode())
+
+    async def close(self) -> None:
+        self.closing = True
+        for t in self._tasks:
+            t.cancel()
+        for w in list(self.writers.values()):
+            with contextlib.suppress(Exception):
+                w.close()
+        if self.server is not None:
+            self.server.close()
+
+
+class WorkerLink:
+    """A worker's connection to the head."""
+
+    def __init__(self, rank: int, host: str) -> None:
+        self.rank = rank
+        self.host = host
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.lost = asyncio.Event()
+        self.world_size = 0
+        self.on_tick: Callable[[int, float], None] = lambda _t, _b: None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def try_join(self, addr: str, port: int) -> bool:
+        """One attempt: connect, say hello and wait for the welcome (False if the head is not there)."""
+        try:
+            self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(addr, port), 3)
+            await _send(self.writer, {"op": "hello", "rank": self.rank, "host": self.host})
+        except (TimeoutError, OSError):
+            return False
+        self._tasks.append(asyncio.create_task(self._heartbeat()))
+        while True:
+            msg = await _recv(self.reader)
+            if msg is None:
+                self._close()
+                return False
+            if msg.get("op") == "welcome":
+                self.world_size = int(msg.get("world_size", 0))
+                self._tasks.append(asyncio.create_task(self._read_loop()))
+                return True
+
+    async def _heartbeat(self) -> None:
+        while self.writer is not None and not self.lost.is_set():
+            try:
+                await _send(self.writer, {"op": "hb"})
+            except (ConnectionError, OSError, RuntimeError):
+                return
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def _read_loop(self) -> None:
+        assert self.reader is not None
+        try:
+            while True:
+                msg = await asyncio.wait_for(_recv(self.reader), HEARTBEAT_TIMEOUT_S)
+                if msg is None:
+                    break
+                if msg.get("op") == "tick":
+                    self.on_tick(int(msg.get("tokens", 0)), float(msg.get("busy", 0.0)))
+        except (TimeoutError, ConnectionError, OSError):
+            pass
+        self.lost.set()
+
+    async def send(self, obj: dict[str, Any]) -> None:
+        if self.writer is not None:
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                await _send(self.writer, obj)
+
+    def _close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        self._tasks = []
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+        self.writer = None
+
+    async def close(self) -> None:
+        self._close()

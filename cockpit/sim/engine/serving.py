@@ -1,0 +1,107 @@
+"""A booted engine at work: core loop, HTTP API, periodic stats log lines, GPU and RDMA readings."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from cockpit.sim.engine.api import ChatAPI, start_site
+from cockpit.sim.engine.core import EngineCore
+from cockpit.sim.engine.hostio import BYTES_PER_TOKEN, HostIO
+from cockpit.sim.engine.schedule import Schedule
+from cockpit.sim.engine.vlog import VLog
+
+TICK_S = 0.5
+STATS_INTERVAL_S = 10.0
+
+
+@dataclass
+class EngineConfig:
+    model: str
+    model_path: str
+    max_model_len: int
+    max_num_seqs: int
+    kv_tokens: int
+
+
+class Serving:
+    """Owns the engine core and its background tasks; `start_api` opens the HTTP port."""
+
+    def __init__(self, schedule: Schedule, cfg: EngineConfig, log: VLog, host: HostIO,
+                 fault: Callable[[str], bool] = lambda _: False,
+                 on_tick: Callable[[int, float], None] | None = None) -> None:
+        self.sch = schedule
+        self.cfg = cfg
+        self.log = log
+        self.host = host
+        self.fault = fault
+        self.on_tick = on_tick
+        self.core = EngineCore(schedule, cfg.model, cfg.max_model_len, cfg.max_num_seqs, cfg.kv_tokens,
+                               hang=lambda: fault("hang"))
+        self.api = ChatAPI(self.core, cfg.model_path, schedule.info())
+        self.runner: web.AppRunner | None = None
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start_background(self) -> None:
+        self.tasks = [asyncio.create_task(self.core.run(), name="engine-core"),
+                      asyncio.create_task(self._ticker(), name="engine-ticker"),
+                      asyncio.create_task(self._stats_logger(), name="engine-stats")]
+
+    async def start_api(self, bind: str, port: int) -> None:
+        self.runner = await start_site(self.api, bind, port)
+
+    async def stop(self) -> None:
+        self.api.alive = False
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def _ticker(self) -> None:
+        last_busy, last_t = self.core.busy_s, time.monotonic()
+        last_tok = 0
+        while True:
+            await asyncio.sleep(TICK_S)
+            now = time.monotonic()
+            busy = min(1.0, (self.core.busy_s - last_busy) / max(1e-6, now - last_t))
+            if self.core.hang() and self.core.running:
+                busy = 1.0
+            last_busy, last_t = self.core.busy_s, now
+            total = self.core.stats.prompt_tokens + self.core.stats.generation_tokens
+            delta, last_tok = total - last_tok, total
+            self.host.add_traffic(delta * BYTES_PER_TOKEN)
+            self.host.set_gpu(busy, slow=self.fault("slow-clocks"))
+            if self.on_tick is not None:
+                self.on_tick(delta, busy)
+
+    async def _stats_logger(self) -> None:
+        interval = STATS_INTERVAL_S * self.sch.time_scale
+        was_busy = False
+        while True:
+            await asyncio.sleep(interval)
+            w, c = self.core.window, self.core
+            busy = bool(w["gen"] or w["prompt"] or c.running or c.waiting)
+            if busy or was_busy:
+                hit = 100.0 * c.stats.prefix_hits / c.stats.prefix_queries if c.stats.prefix_queries else 0.0
+                self.log.line("APIServer", "INFO", "loggers.py:127",
+                              f"Engine 000: Avg prompt throughput: {w['prompt'] / interval:.1f} tokens/s, "
+                              f"Avg generation throughput: {w['gen'] / interval:.1f} tokens/s, "
+                              f"Running: {len(c.running)} reqs, Waiting: {len(c.waiting)} reqs, "
+                              f"GPU KV cache usage: {100 * c.kv_usage():.1f}%, Prefix cache hit rate: {hit:.1f}%")
+                if w["drafts"]:
+                    mean_len = 1 + w["accepted"] / w["drafts"]
+                    rate = 100.0 * w["accepted"] / w["draft_tokens"]
+                    self.log.line("APIServer", "INFO", "metrics.py:96",
+                                  f"SpecDecoding metrics: Mean acceptance length: {mean_len:.2f}, "
+                                  f"Accepted throughput: {w['accepted'] / interval:.2f} tokens/s, "
+                                  f"Drafted throughput: {w['draft_tokens'] / interval:.2f} tokens/s, "
+                                  f"Accepted: {w['accepted']} tokens, Drafted: {w['draft_tokens']} tokens, "
+                                  f"Avg Draft acceptance rate: {rate:.1f}%")
+            for k in w:
+                w[k] = 0
+            was_busy = busy
