@@ -1,0 +1,214 @@
+"""Docker output on a host, parsed: `docker ps --format '{{json .}}'` and `docker inspect` (DOMAIN §5).
+
+`ContainerState` is the cockpit's model of one container: status, exit code, OOM kill, start and finish
+times. Every key of docker's JSON is treated as optional; values of the wrong type are ignored.
+The argv lists of the docker commands the launch code runs live here too (quoted in `cockpit.hosts`).
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+ZERO_TIME = "0001-01-01T00:00:00Z"
+_HEX_ID = re.compile(r"^[0-9a-f]{64}$")
+_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+
+
+def parse_time(text: str | None) -> float | None:
+    """RFC3339(Nano) → seconds since the epoch; docker's zero time and junk → None."""
+    if not text or text.startswith("0001-"):
+        return None
+    m = _TS.match(text.strip())
+    if not m:
+        return None
+    secs = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
+    frac = int((m.group(2) or "0").ljust(9, "0")) / 1e9
+    tz = m.group(3)
+    if tz != "Z":
+        sign = 1 if tz[0] == "+" else -1
+        secs -= sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
+    return secs + frac
+
+
+def split_log_line(line: str) -> tuple[float | None, str]:
+    """`docker logs -t` line → (timestamp, text); a line without a timestamp keeps all its text."""
+    stamp, sep, rest = line.partition(" ")
+    if sep and stamp[:1].isdigit():
+        t = parse_time(stamp)
+        if t is not None:
+            return t, rest
+    return None, line
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerState:
+    """One container as `docker inspect` describes it."""
+
+    id: str
+    name: str
+    status: str                       # created|running|paused|restarting|exited|dead
+    running: bool = False
+    exit_code: int | None = None
+    oom_killed: bool = False
+    error: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+    image: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def exited(self) -> bool:
+        return self.status in ("exited", "dead")
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:12]
+
+    def exit_reason(self) -> str:
+        """A sentence for an exited container: OOM kill, signal, or exit code."""
+        if self.oom_killed:
+            return f"killed by the out-of-memory killer (exit code {self.exit_code})"
+        code = self.exit_code
+        if code is None:
+            return f"container is {self.status}"
+        if code > 128 and code - 128 in SIGNALS:
+            return f"exited with code {code} ({SIGNALS[code - 128]})"
+        text = f"exited with code {code}"
+        return text + (f": {self.error}" if self.error else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "status": self.status, "running": self.running,
+                "exit_code": self.exit_code, "oom_killed": self.oom_killed, "error": self.error,
+                "started_at": self.started_at, "finished_at": self.finished_at, "image": self.image}
+
+
+@dataclass(frozen=True, slots=True)
+class PsEntry:
+    """One line of `docker ps --format '{{json .}}'` (all values are strings there)."""
+
+    id: str
+    names: tuple[str, ...]
+    state: str
+    status: str
+    image: str
+
+
+def _s(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def parse_ps(text: str) -> list[PsEntry]:
+    """Every JSON object line of `docker ps --format '{{json .}}'`; other lines are skipped."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        names = tuple(n.strip().lstrip("/") for n in _s(obj.get("Names")).split(",") if n.strip())
+        out.append(PsEntry(_s(obj.get("ID")), names, _s(obj.get("State")), _s(obj.get("Status")),
+                           _s(obj.get("Image"))))
+    return out
+
+
+def ps_named(text: str, name: str) -> PsEntry | None:
+    """The container named exactly `name` (docker's name filter also matches substrings)."""
+    for entry in parse_ps(text):
+        if name in entry.names:
+            return entry
+    return None
+
+
+def parse_inspect(text: str) -> list[ContainerState]:
+    """`docker inspect` output (a JSON array) → states; `[]` or junk → empty list."""
+    try:
+        data = json.loads(text) if text.strip() else []
+    except ValueError:
+        return []
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        return []
+    return [s for s in (_state(obj) for obj in data if isinstance(obj, dict)) if s is not None]
+
+
+def _state(obj: dict[str, Any]) -> ContainerState | None:
+    cid = _s(obj.get("Id"))
+    st = obj.get("State")
+    if not cid or not isinstance(st, dict):
+        return None
+    code = st.get("ExitCode")
+    cfg = obj.get("Config") if isinstance(obj.get("Config"), dict) else {}
+    labels = cfg.get("Labels") if isinstance(cfg.get("Labels"), dict) else {}
+    status = _s(st.get("Status")) or ("running" if st.get("Running") else "exited")
+    return ContainerState(
+        id=cid, name=_s(obj.get("Name")).lstrip("/"), status=status, running=st.get("Running") is True,
+        exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        oom_killed=st.get("OOMKilled") is True, error=_s(st.get("Error")),
+        started_at=parse_time(_s(st.get("StartedAt"))), finished_at=parse_time(_s(st.get("FinishedAt"))),
+        image=_s(obj.get("Image")) or _s(cfg.get("Image")),
+        labels={str(k): str(v) for k, v in labels.items()})
+
+
+def container_id_from_output(stdout: str) -> str | None:
+    """The 64-hex container ID `docker run -d` prints as its last line."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if _HEX_ID.match(line):
+            return line
+    return None
+
+
+def no_such_container(stderr: str) -> bool:
+    return "No such object" in stderr or "No such container" in stderr
+
+
+# ---- argv of the docker commands (the hosts layer quotes them) ----------------------------------------
+
+def inspect_argv(ref: str) -> list[str]:
+    return ["docker", "inspect", ref]
+
+
+def ps_argv(name: str) -> list[str]:
+    return ["docker", "ps", "-a", "--filter", f"name=^/{name}$", "--format", "{{json .}}"]
+
+
+def stop_argv(ref: str) -> list[str]:
+    """`docker stop` only: the cockpit never removes a container."""
+    return ["docker", "stop", ref]
+
+
+def logs_argv(name: str, *, follow: bool, since: str | None = None, tail: int | None = None) -> list[str]:
+    argv = ["docker", "logs", "-t"]
+    if follow:
+        argv.append("-f")
+    if since:
+        argv += ["--since", since]
+    if tail is not None:
+        argv += ["--tail", str(tail)]
+    return [*argv, name]
+
+
+def image_id_argv(image: str) -> list[str]:
+    return ["docker", "image", "inspect", image, "--format", "{{.Id}}"]
+
+
+def rfc3339(ts: float) -> str:
+    """Seconds since the epoch → RFC3339Nano UTC (for `docker logs --since`)."""
+    whole = int(ts)
+    nanos = round((ts - whole) * 1e9)
+    if nanos >= 1_000_000_000:
+        whole, nanos = whole + 1, nanos - 1_000_000_000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{nanos:09d}Z"

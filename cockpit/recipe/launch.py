@@ -1,0 +1,736 @@
+"""Staged launch (recipe steps 6–7): dry run per rank, launch N-1 … 1 then 0, follow every rank's boot.
+
+Pure part: `RankTimeline` is one rank's state machine, fed by its container's log lines
+(`phases.py` rules), its `docker inspect` state, API readiness (rank 0) and host connectivity; it
+yields typed events. `ClusterTimeline` holds all ranks and the cluster verdict: one rank down means
+the cluster is down.
+
+I/O part: `dry_run`, `launch_blockers`, `Launcher` (launch in order, follow logs over SSH with
+`docker logs -f -t`, poll readiness through the SSH tunnel, resume a rank whose host came back) and
+`cluster_status` (read-only view of any cluster, also one launched by hand).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from cockpit import constants as C
+from cockpit.api import readiness
+from cockpit.config import ClusterConfig
+from cockpit.hosts import CommandTimeout, Fleet, HostState, HostUnavailable, Result, ShellCommand, command
+from cockpit.recipe import containers as dk
+from cockpit.recipe.containers import ContainerState
+from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.phases import (
+    PHASE_INDEX,
+    TRACEBACK_RULE,
+    FailureRule,
+    Phase,
+    in_traceback,
+    is_benign,
+    match_failure,
+    match_phase,
+    match_progress,
+    starts_traceback,
+)
+
+CONTEXT_LINES = 400          # lines kept per rank for a failure's context (≥ 250 required)
+CAUSE_CONTEXT = 300          # lines shown before a cause line
+LAUNCH_TIMEOUT = 180.0       # seconds for launch/node.sh to return (docker run -d)
+DEFAULT_STUCK_LIMITS: dict[Phase, float] = {
+    Phase.LAUNCHED: 300, Phase.RUNNING: 900, Phase.DIST_INIT: 1800, Phase.ENGRAM: 1200,
+    Phase.LOADING: 2400, Phase.KV_CACHE: 900, Phase.CUDA_GRAPHS: 1200, Phase.WAIT_HEAD: 3600,
+    Phase.API_START: 900,
+}
+
+
+def launch_order(ranks: Iterable[int]) -> list[int]:
+    """The recipe's order: highest rank first, rank 0 (the head) last."""
+    return sorted(ranks, reverse=True)
+
+
+def launcher_argv(rank: int) -> list[str]:
+    return ["bash", "launch/node.sh", str(rank), "cluster.env"]
+
+
+def launch_command(cfg: ClusterConfig, rank: int) -> ShellCommand:
+    """The exact line run on rank's host to launch it (in the rank's recipe directory)."""
+    return command(launcher_argv(rank), cwd=cfg.recipe_dir(rank))
+
+
+def dry_run_command(cfg: ClusterConfig, rank: int) -> ShellCommand:
+    return command(launcher_argv(rank), cwd=cfg.recipe_dir(rank), env={"DRY_RUN": "1"})
+
+
+# ---- events ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a rank is red: a label, the cause line, the lines before it, and what to do."""
+
+    rank: int
+    label: str
+    remedy: str
+    cause: str
+    context: tuple[str, ...]
+    at: float
+    source: Literal["log", "container", "stuck", "host", "launcher", "api"]
+    priority: int = 0
+    exit_reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "label": self.label, "remedy": self.remedy, "cause": self.cause,
+                "context": list(self.context), "at": self.at, "source": self.source,
+                "exit_reason": self.exit_reason}
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseEntered:
+    rank: int
+    phase: Phase
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressChanged:
+    rank: int
+    done: int
+    total: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RankFailed:
+    failure: Failure
+
+
+@dataclass(frozen=True, slots=True)
+class HostChanged:
+    rank: int
+    lost: bool
+    detail: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RankLaunched:
+    rank: int
+    command: str
+    container_id: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ApiChanged:
+    readiness: readiness.ApiReadiness
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterVerdict:
+    state: Literal["idle", "launching", "ready", "down", "host-lost"]
+    summary: str
+    first_failed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictChanged:
+    verdict: ClusterVerdict
+
+
+LaunchEvent = (PhaseEntered | ProgressChanged | RankFailed | HostChanged | RankLaunched | ApiChanged
+               | VerdictChanged)
+
+
+def event_dict(event: LaunchEvent) -> dict[str, Any]:
+    """An event as JSON-ready data, with its kind."""
+    kind = type(event).__name__
+    if isinstance(event, RankFailed):
+        return {"event": kind, **event.failure.to_dict()}
+    if isinstance(event, ApiChanged):
+        return {"event": kind, **event.readiness.to_dict()}
+    if isinstance(event, VerdictChanged):
+        v = event.verdict
+        return {"event": kind, "state": v.state, "summary": v.summary, "first_failed": v.first_failed}
+    data = {k: getattr(event, k) for k in event.__dataclass_fields__}
+    if isinstance(event, PhaseEntered):
+        data["phase"] = event.phase.value
+    return {"event": kind, **data}
+
+
+# ---- one rank's state machine -----------------------------------------------------------------------------
+
+
+@dataclass
+class PhaseSpan:
+    phase: Phase
+    start: float
+    end: float | None = None
+
+    def duration(self, now: float) -> float:
+        return max(0.0, (self.end if self.end is not None else now) - self.start)
+
+
+@dataclass
+class RankTimeline:
+    """One rank's boot: phases entered (forward only), progress, failure, host connectivity."""
+
+    rank: int
+    spans: list[PhaseSpan] = field(default_factory=list)
+    progress: tuple[int, int] | None = None
+    failure: Failure | None = None
+    host_lost_since: float | None = None
+    host_detail: str = ""
+    container: ContainerState | None = None
+    container_id: str | None = None
+    last_log_time: float | None = None
+    lines: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=CONTEXT_LINES))
+    _seq: int = 0
+    _best_rule: FailureRule | None = None
+    _tb_open: bool = False
+
+    @property
+    def phase(self) -> Phase:
+        return self.spans[-1].phase if self.spans else Phase.PENDING
+
+    @property
+    def started(self) -> float | None:
+        return self.spans[0].start if self.spans else None
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+    @property
+    def ready(self) -> bool:
+        return self.phase is Phase.READY and not self.failed
+
+    def total(self, now: float) -> float:
+        if not self.spans:
+            return 0.0
+        end = self.failure.at if self.failure else now
+        if self.phase is Phase.READY:
+            end = self.spans[-1].start
+        return max(0.0, end - self.spans[0].start)
+
+    def durations(self, now: float) -> dict[Phase, float]:
+        """Seconds spent in each phase so far (the open phase counts up to now, or to the failure)."""
+        stop = self.failure.at if self.failure else now
+        out: dict[Phase, float] = {}
+        for span in self.spans:
+            if span.phase is not Phase.READY:
+                out[span.phase] = max(0.0, (span.end if span.end is not None else stop) - span.start)
+        return out
+
+    # -- inputs --
+
+    def enter(self, phase: Phase, at: float) -> list[LaunchEvent]:
+        """Move forward to `phase` (ignored if it is not later than the current one or the rank failed)."""
+        if self.failed or PHASE_INDEX[phase] <= PHASE_INDEX[self.phase]:
+            return []
+        if self.spans:
+            at = max(at, self.spans[-1].start)
+            self.spans[-1].end = at
+        self.spans.append(PhaseSpan(phase, at))
+        return [PhaseEntered(self.rank, phase, at)]
+
+    def launched(self, at: float, container_id: str | None = None) -> list[LaunchEvent]:
+        self.container_id = container_id
+        return self.enter(Phase.LAUNCHED, at)
+
+    def feed_line(self, text: str, at: float) -> list[LaunchEvent]:
+        """One line of the container's log (without docker's timestamp)."""
+        self._seq += 1
+        self.lines.append((self._seq, text))
+        self.last_log_time = at if self.last_log_time is None else max(self.last_log_time, at)
+        events: list[LaunchEvent] = []
+        if not self.spans or self.phase is Phase.LAUNCHED:
+            events += self.enter(Phase.RUNNING, at)
+        events += self._failures(text, at)
+        phase = match_phase(text, self.rank)
+        if phase is not None:
+            events += self.enter(phase, at)
+        prog = match_progress(text)
+        if prog is not None and not self.failed and prog != self.progress:
+            self.progress = prog
+            events.append(ProgressChanged(self.rank, prog[0], prog[1], at))
+        return events
+
+    def _failures(self, text: str, at: float) -> list[LaunchEvent]:
+        """Failure signatures; a traceback is judged by its exception line (benign retries are not)."""
+        if self._tb_open:
+            if in_traceback(text):
+                return []
+            self._tb_open = False
+            if is_benign(text):
+                return []
+            return self._log_failure(match_failure(text) or TRACEBACK_RULE, text, at)
+        if starts_traceback(text) and not is_benign(text):
+            self._tb_open = True
+            return []
+        rule = match_failure(text)
+        return self._log_failure(rule, text, at) if rule is not None else []
+
+    def _context(self, upto: int) -> tuple[str, ...]:
+        before = [t for s, t in self.lines if s <= upto]
+        return tuple(before[-CAUSE_CONTEXT:])
+
+    def _log_failure(self, rule: FailureRule, text: str, at: float) -> list[LaunchEvent]:
+        if self._best_rule is not None and rule.priority <= self._best_rule.priority:
+            return []
+        if self.failure is not None and self.failure.source not in ("log", "container"):
+            return []
+        self._best_rule = rule
+        first_at = self.failure.at if self.failure else at
+        self.failure = Failure(self.rank, rule.label, rule.remedy, text, self._context(self._seq), first_at,
+                               "log", rule.priority, self.failure.exit_reason if self.failure else "")
+        return [RankFailed(self.failure)]
+
+    def feed_container(self, state: ContainerState | None, at: float) -> list[LaunchEvent]:
+        """The container's `docker inspect` state (None: there is no container of that name)."""
+        if state is None:
+            return []
+        self.container = state
+        self.container_id = self.container_id or state.id
+        events: list[LaunchEvent] = []
+        if state.running or state.exited:
+            events += self.enter(Phase.RUNNING, state.started_at or at)
+        if state.exited and (self.failure is None or not self.failure.exit_reason):
+            reason = state.exit_reason()
+            if self.failure is not None:
+                self.failure = replace(self.failure, exit_reason=reason)
+            else:
+                cause = self.lines[-1][1] if self.lines else f"container {state.name} {reason}"
+                label = "container OOM-killed" if state.oom_killed else "container exited"
+                remedy = ("the rank is down, so the cluster is down: read its last lines, stop every rank "
+                          "(head first), fix the cause, relaunch")
+                self.failure = Failure(self.rank, label, remedy, cause, self._context(self._seq),
+                                       state.finished_at or at, "container", 0, reason)
+            events.append(RankFailed(self.failure))
+        return events
+
+    def api_ready(self, at: float) -> list[LaunchEvent]:
+        return self.enter(Phase.READY, at)
+
+    def api_dead(self, message: str, at: float) -> list[LaunchEvent]:
+        if self.failed:
+            return []
+        self.failure = Failure(self.rank, "API engine dead (/health 503)",
+                               "the engine behind the API died: read rank 0's last lines, stop all ranks, "
+                               "relaunch", message, self._context(self._seq), at, "api")
+        return [RankFailed(self.failure)]
+
+    def launch_failed(self, message: str, remedy: str, at: float) -> list[LaunchEvent]:
+        self.failure = Failure(self.rank, "launcher failed", remedy, message, (message,), at, "launcher")
+        return [RankFailed(self.failure)]
+
+    def host_lost(self, detail: str, at: float) -> list[LaunchEvent]:
+        if self.host_lost_since is not None:
+            return []
+        self.host_lost_since, self.host_detail = at, detail
+        return [HostChanged(self.rank, True, detail, at)]
+
+    def host_back(self, at: float) -> list[LaunchEvent]:
+        if self.host_lost_since is None:
+            return []
+        self.host_lost_since, self.host_detail = None, ""
+        return [HostChanged(self.rank, False, "connected again; following resumes", at)]
+
+    def check_stuck(self, now: float, limits: dict[Phase, float]) -> list[LaunchEvent]:
+        """A rank in one phase past its limit turns red (not while its host is lost)."""
+        if self.failed or not self.spans or self.host_lost_since is not None:
+            return []
+        span = self.spans[-1]
+        limit = limits.get(span.phase)
+        if limit is None or now - span.start <= limit:
+            return []
+        last = self.lines[-1][1] if self.lines else "(no log lines)"
+        self.failure = Failure(self.rank, f"stuck in '{span.phase.value}' for more than {limit:g} s",
+                               "read the rank's last lines; a worker waiting forever often means the head "
+                               "died or a fabric problem: stop every rank (head first) and relaunch",
+                               last, self._context(self._seq), now, "stuck")
+        return [RankFailed(self.failure)]
+
+
+class ClusterTimeline:
+    """Every rank's timeline and the verdict over them."""
+
+    def __init__(self, ranks: Iterable[int]):
+        self.ranks: dict[int, RankTimeline] = {r: RankTimeline(r) for r in sorted(ranks)}
+        self.api: readiness.ApiReadiness | None = None
+        self._verdict = ClusterVerdict("idle", "nothing launched")
+
+    def __getitem__(self, rank: int) -> RankTimeline:
+        return self.ranks[rank]
+
+    @property
+    def verdict(self) -> ClusterVerdict:
+        return self._verdict
+
+    def compute_verdict(self) -> ClusterVerdict:
+        failed = sorted((t.failure.at, r) for r, t in self.ranks.items() if t.failure is not None)
+        if failed:
+            first = failed[0][1]
+            f = self.ranks[first].failure
+            assert f is not None
+            others = [r for _, r in failed[1:]]
+            also = f"; also failed: rank {', '.join(map(str, others))}" if others else ""
+            return ClusterVerdict("down", f"cluster DOWN: rank {first} failed first: {f.label}{also} "
+                                          "(one rank down means the cluster is down; stop every rank, head "
+                                          "first, before relaunching)", first)
+        lost = [r for r, t in self.ranks.items() if t.host_lost_since is not None]
+        if lost:
+            return ClusterVerdict("host-lost", f"rank {', '.join(map(str, lost))} host lost: the cluster is "
+                                               "down if that rank is; following resumes when it returns")
+        if self.ranks and self.ranks[min(self.ranks)].ready:
+            return ClusterVerdict("ready", "cluster READY: API answers /health and lists the model")
+        if any(t.spans for t in self.ranks.values()):
+            behind = [r for r, t in self.ranks.items() if t.spans]
+            return ClusterVerdict("launching", f"launching: {len(behind)}/{len(self.ranks)} ranks started")
+        return ClusterVerdict("idle", "nothing launched")
+
+    def settle(self, events: list[LaunchEvent]) -> list[LaunchEvent]:
+        """Append a VerdictChanged when the events changed the verdict."""
+        new = self.compute_verdict()
+        if new != self._verdict:
+            self._verdict = new
+            events = [*events, VerdictChanged(new)]
+        return events
+
+    def mark_api(self, ready: readiness.ApiReadiness, at: float) -> list[LaunchEvent]:
+        """Feed a readiness probe: ready turns the head, then every waiting worker, READY."""
+        events: list[LaunchEvent] = []
+        changed = self.api is None or (self.api.ready, self.api.health) != (ready.ready, ready.health)
+        self.api = ready
+        if changed:
+            events.append(ApiChanged(ready))
+        head = self.ranks[min(self.ranks)]
+        if ready.ready:
+            events += head.api_ready(at)
+            for r, t in self.ranks.items():
+                if r != head.rank and t.phase is Phase.WAIT_HEAD:
+                    events += t.enter(Phase.READY, at)
+        elif ready.engine_dead and head.ready:
+            events += head.api_dead(ready.message, at)
+        return events
+
+
+# ---- I/O: dry run, gate, launch, follow -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    """What `DRY_RUN=1 bash launch/node.sh RANK cluster.env` printed on one host."""
+
+    rank: int
+    dry_command: str
+    launch_command: str
+    ok: bool
+    output: str
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "dry_command": self.dry_command, "launch_command": self.launch_command,
+                "ok": self.ok, "output": self.output, "error": self.error}
+
+
+async def dry_run(fleet: Fleet, cfg: ClusterConfig) -> dict[int, DryRun]:
+    """Dry-run every rank in parallel; a host that is down gives a failed DryRun, not a delay."""
+    results = await fleet.run_all(lambda h: dry_run_command(cfg, h.rank), timeout=30)
+    out = {}
+    for rank in launch_order(results):
+        res = results[rank]
+        dry, real = dry_run_command(cfg, rank).line, launch_command(cfg, rank).line
+        if isinstance(res, Result):
+            err = "" if res.ok else (res.stderr.strip() or f"exit status {res.exit_status}")
+            out[rank] = DryRun(rank, dry, real, res.ok, res.stdout.strip(), err)
+        else:
+            out[rank] = DryRun(rank, dry, real, False, "", str(res))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Blocker:
+    """A reason the launch must not start, with what to do."""
+
+    rank: int | None
+    reason: str
+    remedy: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "reason": self.reason, "remedy": self.remedy}
+
+
+def existing_container_blocker(rank: int, name: str, entry: dk.PsEntry) -> Blocker:
+    return Blocker(rank, f"rank {rank} still has a container named {name} ({entry.status or entry.state})",
+                   f"stop it first (`r37-cockpit stop`, or `docker stop {name}` on that host if it was "
+                   "launched by hand), then inspect it (`docker logs --tail 100 " + name + "`) and remove it "
+                   "yourself on that host when you no longer need it: the cockpit never removes containers")
+
+
+async def launch_blockers(fleet: Fleet, cfg: ClusterConfig) -> list[Blocker]:
+    """Hosts not connected, and any rank that still has a container of the launch's name."""
+    name = cfg.cluster.container_name
+    results = await fleet.run_all(dk.ps_argv(name), timeout=20)
+    out = []
+    for rank, res in sorted(results.items()):
+        if not isinstance(res, Result):
+            out.append(Blocker(rank, f"rank {rank}: {res}", "every host must be connected to launch"))
+        elif not res.ok:
+            out.append(Blocker(rank, f"rank {rank}: docker ps failed: {res.stderr.strip()}",
+                               "check that docker runs on that host (`docker info`)"))
+        else:
+            entry = dk.ps_named(res.stdout, name)
+            if entry is not None:
+                out.append(existing_container_blocker(rank, name, entry))
+    return out
+
+
+async def inspect_container(fleet: Fleet, rank: int, ref: str) -> ContainerState | None:
+    """`docker inspect REF` on one host; None when there is no such container."""
+    res = await fleet[rank].run(dk.inspect_argv(ref), timeout=20)
+    states = dk.parse_inspect(res.stdout) if res.ok else []
+    return states[0] if states else None
+
+
+Emit = Callable[[LaunchEvent], None]
+
+
+class Launcher:
+    """Launch a cluster in the recipe's order and follow every rank until ready, failed or stopped."""
+
+    def __init__(self, fleet: Fleet, cfg: ClusterConfig, *, emit: Emit | None = None,
+                 ledger: Ledger | None = None, stuck_limits: dict[Phase, float] | None = None,
+                 poll_interval: float = 1.0, api_url: str | None = None):
+        self.fleet = fleet
+        self.cfg = cfg
+        self.timeline = ClusterTimeline(cfg.ranks)
+        self.ledger = ledger or Ledger(cfg)
+        self.limits = DEFAULT_STUCK_LIMITS if stuck_limits is None else stuck_limits
+        self.poll_interval = poll_interval
+        self.api_url = api_url
+        self._emit = emit
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._changed = asyncio.Event()
+
+    # -- events --
+
+    def _apply(self, events: list[LaunchEvent]) -> None:
+        for event in self.timeline.settle(events):
+            if self._emit is not None:
+                self._emit(event)
+        if events:
+            self._changed.set()
+
+    # -- launching --
+
+    async def launch(self) -> bool:
+        """Run launch/node.sh on ranks N-1 … 1, then 0; start following each. False if one failed."""
+        for rank in launch_order(self.cfg.ranks):
+            cmd = launch_command(self.cfg, rank)
+            tl = self.timeline[rank]
+            self._apply(tl.launched(time.time()))
+            try:
+                res = await self.fleet[rank].run(cmd, timeout=LAUNCH_TIMEOUT)
+            except (HostUnavailable, CommandTimeout) as exc:
+                self._apply(tl.launch_failed(str(exc), "the host must be connected; nothing later in the "
+                                             "order was launched", time.time()))
+                return False
+            if not res.ok:
+                msg = res.stderr.strip() or res.stdout.strip() or f"exit status {res.exit_status}"
+                self._apply(tl.launch_failed(f"{cmd.line}: {msg}",
+                                             "read the message; ranks after this one were not launched; "
+                                             "stop the ones that were (head first) before relaunching",
+                                             time.time()))
+                return False
+            cid = dk.container_id_from_output(res.stdout)
+            if cid is None:
+                state = await inspect_container(self.fleet, rank, self.cfg.cluster.container_name)
+                cid = state.id if state else None
+            if cid is None:
+                self._apply(tl.launch_failed(f"{cmd.line} printed no container ID: {res.stdout.strip()!r}",
+                                             "check docker on that host", time.time()))
+                return False
+            self.ledger.record(rank, cid, self.cfg.cluster.container_name, self.fleet[rank].target)
+            tl.container_id = cid
+            self._apply([RankLaunched(rank, cmd.line, cid, time.time())])
+            self.follow_rank(rank)
+        return True
+
+    # -- following --
+
+    def follow_rank(self, rank: int) -> None:
+        if rank not in self._tasks or self._tasks[rank].done():
+            self._tasks[rank] = asyncio.create_task(self._follow(rank), name=f"follow-{rank}")
+
+    def follow_all(self) -> None:
+        for rank in self.cfg.ranks:
+            self.follow_rank(rank)
+
+    async def _follow(self, rank: int) -> None:
+        """Stream the rank's container log; after a lost host, resume from the last line seen."""
+        tl = self.timeline[rank]
+        host = self.fleet[rank]
+        ref = tl.container_id or self.cfg.cluster.container_name
+        while True:
+            try:
+                if not host.status.connected:
+                    await host.wait_connected()
+                state = await inspect_container(self.fleet, rank, ref)
+                self._apply(tl.feed_container(state, time.time()))
+                if state is None:
+                    await asyncio.sleep(self.poll_interval)
+                    continue
+                since = dk.rfc3339(tl.last_log_time) if tl.last_log_time is not None else None
+                argv = dk.logs_argv(ref, follow=state.running, since=since)
+                batch: list[LaunchEvent] = []
+                async for raw in host.stream(argv, merge_stderr=True):
+                    at, text = dk.split_log_line(raw)
+                    if at is not None and tl.last_log_time is not None and at <= tl.last_log_time:
+                        continue
+                    batch += tl.feed_line(text, at if at is not None else time.time())
+                    if batch:
+                        self._apply(batch)
+                        batch = []
+                state = await inspect_container(self.fleet, rank, ref)
+                self._apply(tl.feed_container(state, time.time()))
+                if state is None or state.exited:
+                    return
+                await asyncio.sleep(self.poll_interval)
+            except (HostUnavailable, CommandTimeout):
+                await asyncio.sleep(self.poll_interval)
+
+    def _watch_hosts(self, now: float) -> None:
+        events: list[LaunchEvent] = []
+        for rank, tl in self.timeline.ranks.items():
+            status = self.fleet[rank].status
+            if not tl.spans:
+                continue
+            if status.connected:
+                events += tl.host_back(now)
+            elif status.state in (HostState.LOST, HostState.UNREACHABLE):
+                events += tl.host_lost(status.error or status.state.value, now)
+        self._apply(events)
+
+    async def _probe_api(self, now: float) -> None:
+        head = self.timeline[min(self.timeline.ranks)]
+        if head.failed or PHASE_INDEX[head.phase] < PHASE_INDEX[Phase.CUDA_GRAPHS]:
+            return
+        ready = await readiness.check(self.fleet, self.cfg.cluster.api_port, C.SERVED_MODEL,
+                                      api_url=self.api_url)
+        self._apply(self.timeline.mark_api(ready, now))
+
+    async def tick(self) -> None:
+        """One round of host watching, stuck checks and the API probe."""
+        now = time.time()
+        self._watch_hosts(now)
+        events: list[LaunchEvent] = []
+        for tl in self.timeline.ranks.values():
+            events += tl.check_stuck(now, self.limits)
+        self._apply(events)
+        await self._probe_api(now)
+
+    async def run_until(self, done: Callable[[ClusterTimeline], bool], timeout: float | None = None) -> bool:
+        """Tick until `done(timeline)` holds; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not done(self.timeline):
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            await self.tick()
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), self.poll_interval)
+        return True
+
+    async def close(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        for task in self._tasks.values():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+
+
+def settled(timeline: ClusterTimeline) -> bool:
+    """Launch over: the cluster is ready or down."""
+    return timeline.verdict.state in ("ready", "down")
+
+
+# ---- read-only status ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RankStatus:
+    rank: int
+    target: str
+    host: str
+    container: ContainerState | None
+    owner: Literal["cockpit", "by hand", "none"]
+    phase: Phase
+    progress: tuple[int, int] | None
+    failure: Failure | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "target": self.target, "host": self.host,
+                "container": self.container.to_dict() if self.container else None, "owner": self.owner,
+                "phase": self.phase.value, "progress": list(self.progress) if self.progress else None,
+                "failure": self.failure.to_dict() if self.failure else None}
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    ranks: list[RankStatus]
+    api: readiness.ApiReadiness
+    verdict: ClusterVerdict
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ranks": [r.to_dict() for r in self.ranks], "api": self.api.to_dict(),
+                "verdict": {"state": self.verdict.state, "summary": self.verdict.summary,
+                            "first_failed": self.verdict.first_failed}}
+
+
+STATUS_TAIL = CONTEXT_LINES
+
+
+async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None = None,
+                         api_url: str | None = None) -> StatusReport:
+    """Container state, phase (from the log tail) and API readiness of every rank; changes nothing."""
+    ledger = ledger or Ledger(cfg)
+    records = ledger.records()
+    name = cfg.cluster.container_name
+    timeline = ClusterTimeline(cfg.ranks)
+
+    async def one(rank: int) -> tuple[ContainerState | None, str]:
+        tl = timeline[rank]
+        try:
+            state = await inspect_container(fleet, rank, name)
+            if state is not None:
+                res = await fleet[rank].run(dk.logs_argv(name, follow=False, tail=STATUS_TAIL), timeout=30)
+                for raw in (res.stdout + res.stderr).splitlines():
+                    at, text = dk.split_log_line(raw)
+                    tl.feed_line(text, at if at is not None else time.time())
+                tl.feed_container(state, time.time())
+            return state, fleet[rank].status.state.value
+        except (HostUnavailable, CommandTimeout) as exc:
+            tl.host_lost(str(exc), time.time())
+            return None, fleet[rank].status.state.value
+
+    got = await asyncio.gather(*(one(r) for r in cfg.ranks))
+    api = await readiness.check(fleet, cfg.cluster.api_port, C.SERVED_MODEL, api_url=api_url)
+    if (got[0][0] is not None and got[0][0].running) or api.ready:
+        timeline.mark_api(api, time.time())
+    ranks = []
+    for rank, (state, host_state) in zip(cfg.ranks, got, strict=True):
+        rec = records.get(rank)
+        owner: Literal["cockpit", "by hand", "none"] = (
+            "none" if state is None else "cockpit" if rec and rec.container_id == state.id else "by hand")
+        tl = timeline[rank]
+        ranks.append(RankStatus(rank, fleet[rank].target, host_state, state, owner, tl.phase, tl.progress,
+                                tl.failure))
+    return StatusReport(ranks, api, timeline.compute_verdict())

@@ -1,0 +1,233 @@
+"""Launch phases and failure signatures of an R37 rank, AS DATA (DOMAIN §2): pattern → phase / failure.
+
+A rank's container log moves through the phases of `PHASES` in order. `PHASE_RULES` say which log line
+enters which phase (some only on the head, rank 0, or only on workers); `FAILURE_RULES` say which lines
+are failure signatures, with a short label and a remedy. A failure rule's `priority` ranks how specific
+it is: the generic "Engine core initialization failed. See root cause above." loses to the NCCL or
+memory line that came before it, so the operator is shown the real cause.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+Role = Literal["any", "head", "worker"]
+
+
+class Phase(StrEnum):
+    """Where a rank is in its boot, in order."""
+
+    PENDING = "pending"
+    LAUNCHED = "launched"
+    RUNNING = "container running"
+    DIST_INIT = "distributed init"
+    ENGRAM = "Engram rows"
+    LOADING = "loading weights"
+    KV_CACHE = "KV cache"
+    CUDA_GRAPHS = "CUDA graphs"
+    WAIT_HEAD = "waiting for head"
+    API_START = "API starting"
+    READY = "ready"
+
+
+PHASES: tuple[Phase, ...] = tuple(Phase)
+PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
+
+# Short labels for narrow timeline columns.
+PHASE_SHORT = {
+    Phase.PENDING: "pend", Phase.LAUNCHED: "launch", Phase.RUNNING: "run", Phase.DIST_INIT: "dist",
+    Phase.ENGRAM: "engram", Phase.LOADING: "load", Phase.KV_CACHE: "kv", Phase.CUDA_GRAPHS: "graphs",
+    Phase.WAIT_HEAD: "wait", Phase.API_START: "api", Phase.READY: "ready",
+}
+
+
+def phase_order(phase: Phase) -> int:
+    return PHASE_INDEX[phase]
+
+
+def role_of(rank: int) -> Role:
+    return "head" if rank == 0 else "worker"
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseRule:
+    """A log line matching `pattern` moves a rank of `role` into `phase` (never backwards)."""
+
+    pattern: re.Pattern[str]
+    phase: Phase
+    role: Role = "any"
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRule:
+    """A failure signature: `label` says what happened, `remedy` what to do."""
+
+    name: str
+    pattern: re.Pattern[str]
+    label: str
+    remedy: str
+    priority: int
+
+
+def _re(text: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(text, flags)
+
+
+PHASE_RULES: tuple[PhaseRule, ...] = (
+    # distributed init: the engine process comes up and joins the TP group
+    PhaseRule(_re(r"Initializing a V1 LLM engine"), Phase.DIST_INIT),
+    PhaseRule(_re(r"DP group leader: node_rank="), Phase.DIST_INIT),
+    PhaseRule(_re(r"\brank \d+ in world size \d+ is assigned as"), Phase.DIST_INIT),
+    PhaseRule(_re(r"world_size=\d+ rank=\d+ local_rank=\d+ distributed_init_method="), Phase.DIST_INIT),
+    PhaseRule(_re(r"\bNCCL INFO\b|vLLM is using nccl=="), Phase.DIST_INIT),
+    PhaseRule(_re(r"[Hh]eadless mode|Connecting to the head at"), Phase.DIST_INIT, "worker"),
+    # disk Engram patch: the rows this rank serves
+    PhaseRule(_re(r"Engram DISK mode: layer \d+ rows \[|Engram DISK mode enabled"), Phase.ENGRAM),
+    # weights
+    PhaseRule(_re(r"Starting to load model"), Phase.LOADING),
+    PhaseRule(_re(r"Loading (?:safetensors )?checkpoint shards:"), Phase.LOADING),
+    # KV cache sizing (after "Loading weights took" / "Model loading took")
+    PhaseRule(_re(r"Loading weights took|Model loading took"), Phase.KV_CACHE),
+    PhaseRule(_re(r"Available KV cache memory|GPU KV cache size|Maximum concurrency for"), Phase.KV_CACHE),
+    # CUDA graph capture
+    PhaseRule(_re(r"Capturing CUDA graphs?"), Phase.CUDA_GRAPHS),
+    # after graphs: workers wait for the head to serve, the head starts its API server
+    PhaseRule(_re(r"Graph capturing finished|Worker ready; running headless"), Phase.WAIT_HEAD, "worker"),
+    PhaseRule(_re(r"Graph capturing finished|init engine \(profile, create kv cache"), Phase.API_START,
+              "head"),
+    PhaseRule(_re(r"Starting vLLM API server|Uvicorn running on|Application startup complete\."),
+              Phase.API_START, "head"),
+)
+
+# Loading progress: tqdm line "Loading safetensors checkpoint shards:  50% Completed | 24/48 [...]".
+PROGRESS_RULE = _re(r"Loading (?:safetensors )?checkpoint shards:.*?(\d+)/(\d+)")
+
+REMEDY_FABRIC = ("wrong HCA or GID index, or the ports are not cabled together: check IB_HCA and "
+                 "IB_GID_INDEX in cluster.env against `ibdev2netdev` and the GID table (RoCE v2, the "
+                 "fabric IP), then run your site's RDMA/NCCL test before relaunching")
+REMEDY_HEAD = ("read rank 0's log for the first failure; stop every rank (head first) before "
+               "relaunching, or new workers may join the old rendezvous and hang")
+REMEDY_MEMORY = ("free unified memory first: MemAvailable must be ≥ 100 GiB on every rank (another "
+                 "model or process may hold it: `nvidia-smi --query-compute-apps=pid,used_memory`); keep "
+                 "the recipe's GMU=0.81")
+REMEDY_ROOT = "the real cause is earlier in this rank's log (shown above); fix it, stop all ranks, relaunch"
+
+FAILURE_RULES: tuple[FailureRule, ...] = (
+    FailureRule("ibv-modify-qp", _re(r"Call to ibv_modify_qp failed with 110 Connection timed out"),
+                "RoCE connection timed out (ibv_modify_qp 110)", REMEDY_FABRIC, 90),
+    FailureRule("ib-completion-12", _re(r"NET/IB: Got completion from peer.*status=12"),
+                "RDMA transport retries exceeded (completion status=12)",
+                "a peer stopped answering over RoCE: check the peer ranks' logs and `rdma link show` "
+                "on every host", 85),
+    FailureRule("ibv-reg-mr", _re(r"wrap_ibv_reg_mr_iova2.*Cannot allocate memory"),
+                "cannot register RDMA memory (ibv_reg_mr)",
+                "the container needs --ulimit memlock=-1 (launch/node.sh sets it) and enough free "
+                "memory; check MemAvailable on this host", 85),
+    FailureRule("no-common-block-size", _re(r"No common block size"),
+                "no common KV block size across ranks",
+                "the ranks disagree on the model or attention settings: use the same image, checkpoint "
+                "and cluster.env values on every rank", 80),
+    FailureRule("too-many-open-files", _re(r"Too many open files"),
+                "too many open files",
+                "raise the open-files limit for docker (the launcher passes --ulimit nofile); check the "
+                "host's `ulimit -n` and dockerd's LimitNOFILE", 80),
+    FailureRule("cuda-error", _re(r"CUDA error: (?!out of memory)"),
+                "CUDA error on this rank's GPU",
+                "a GPU fault: read the lines before it, check `nvidia-smi` and the kernel log (Xid) on "
+                "that host; stop every rank (head first) and relaunch", 75),
+    FailureRule("out-of-memory", _re(r"out of memory|OutOfMemoryError", re.IGNORECASE),
+                "out of memory", REMEDY_MEMORY, 80),
+    FailureRule("killed", _re(r"(?:^|\s)Killed(?:\s|$)"),
+                "process killed (often the kernel's OOM killer)", REMEDY_MEMORY, 70),
+    FailureRule("tcpstore", _re(r"TCPStore recvValue failed|recvValue failed"),
+                "lost the head's TCPStore (rank 0 died or restarted)", REMEDY_HEAD, 60),
+    FailureRule("nccl-system-error", _re(r"unhandled system error"),
+                "NCCL unhandled system error", REMEDY_FABRIC, 50),
+    FailureRule("nccl-warn", _re(r"\bNCCL WARN\b"), "NCCL warning", REMEDY_FABRIC, 40),
+    FailureRule("exception", _re(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): "
+                                     r"(?!Engine core initialization failed)\S"),
+                "Python exception", REMEDY_ROOT, 35),
+    FailureRule("traceback", _re(r"Traceback \(most recent call last\)"), "Python traceback",
+                REMEDY_ROOT, 30),
+    FailureRule("engine-init-failed", _re(r"Engine core initialization failed"),
+                "engine core initialization failed", REMEDY_ROOT, 10),
+)
+
+# Lines that look like failures but are not: a headless worker retrying the head's store while the
+# head is not up yet (it logs a traceback ending "still retrying" and keeps trying).
+BENIGN_RULES: tuple[re.Pattern[str], ...] = (
+    _re(r"still retrying"),
+    _re(r"\[c10d\] The client socket has failed to connect to .*Connection refused"),
+)
+
+_VLLM_PREFIX = re.compile(r"^(?:\([\w.-]+ pid=\d+\) )?"
+                          r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[[^\]]*\] )?")
+_EXC_RULE = next(r for r in FAILURE_RULES if r.name == "exception")
+TRACEBACK_RULE = next(r for r in FAILURE_RULES if r.name == "traceback")
+
+
+def last_segment(line: str) -> str:
+    """tqdm redraws with carriage returns: the text after the last one is what the terminal shows."""
+    if "\r" not in line:
+        return line
+    parts = [p for p in line.split("\r") if p.strip()]
+    return parts[-1] if parts else ""
+
+
+def match_phase(line: str, rank: int) -> Phase | None:
+    """The phase this line announces for this rank (the latest one if several rules match)."""
+    role = role_of(rank)
+    text = last_segment(line)
+    best: Phase | None = None
+    for rule in PHASE_RULES:
+        if rule.role not in ("any", role):
+            continue
+        if rule.pattern.search(text) and (best is None or PHASE_INDEX[rule.phase] > PHASE_INDEX[best]):
+            best = rule.phase
+    return best
+
+
+def match_progress(line: str) -> tuple[int, int] | None:
+    """`(done, total)` of the checkpoint shard loader, if this line reports it."""
+    m = PROGRESS_RULE.search(last_segment(line))
+    if not m:
+        return None
+    done, total = int(m.group(1)), int(m.group(2))
+    return (done, total) if 0 <= done <= total and total > 0 else None
+
+
+def strip_prefix(line: str) -> str:
+    """The message of a vLLM log line (`(Proc pid=N) LEVEL MM-DD HH:MM:SS [file:line] ` removed)."""
+    return _VLLM_PREFIX.sub("", line.rstrip())
+
+
+def is_benign(line: str) -> bool:
+    return any(p.search(line) for p in BENIGN_RULES)
+
+
+def starts_traceback(line: str) -> bool:
+    return TRACEBACK_RULE.pattern.search(line) is not None
+
+
+def in_traceback(line: str) -> bool:
+    """A frame of a Python traceback (indented `File …` / code lines, chained-exception separators)."""
+    msg = strip_prefix(line)
+    return (not msg.strip() or msg.startswith((" ", "\t")) or starts_traceback(msg)
+            or msg.startswith(("During handling of the above exception",
+                               "The above exception was the direct cause")))
+
+
+def match_failure(line: str) -> FailureRule | None:
+    """The most specific failure signature in this line, if any (None for benign lines)."""
+    if is_benign(line):
+        return None
+    best: FailureRule | None = None
+    stripped = strip_prefix(line.strip())
+    for rule in FAILURE_RULES:
+        target = stripped if rule is _EXC_RULE else line
+        if rule.pattern.search(target) and (best is None or rule.priority > best.priority):
+            best = rule
+    return best
