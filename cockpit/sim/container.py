@@ -46,7 +46,8 @@ def child_env(root: str, cfg: dict, cdir: str) -> dict[str, str]:
     env = dict(os.environ)
     for item in cfg["Config"].get("Env") or []:
         key, _, value = item.partition("=")
-        env[key] = value
+        if key != "PATH":  # the "container" sees the host's files: keep the host PATH (stand-ins first)
+            env[key] = value
     env[layout.ROOT_ENV] = root
     env["R37_SIM_CONTAINER_DIR"] = cdir
     env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -18,11 +18,11 @@ def main(argv: list[str] | None = None) -> int:
         if not end_of_opts and a == "--":
             end_of_opts = True
         elif not end_of_opts and a.startswith("-") and a != "-":
-            os.execv(REAL, [REAL, *args])  # options: the real tool (sim paths are only read plainly)
+            os.execv(REAL, ["cat", *args])  # options: the real tool (sim paths are only read plainly)
         else:
             operands.extend(_paths.expand(a))
     if not any(_paths.owned(p) for p in operands):
-        os.execv(REAL, [REAL, *args])
+        os.execv(REAL, ["cat", *args])
     rc = 0
     out = sys.stdout.buffer
     for p in operands:

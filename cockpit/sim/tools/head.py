@@ -49,14 +49,14 @@ def main(argv: list[str] | None = None) -> int:
             elif a in ("-v", "--verbose"):
                 verbose = True
             elif a.startswith("-") and a != "-":
-                os.execv(REAL, [REAL, *args])
+                os.execv(REAL, ["head", *args])
             else:
                 operands.extend(_paths.expand(a))
             i += 1
     except (IndexError, ValueError):
-        os.execv(REAL, [REAL, *args])
+        os.execv(REAL, ["head", *args])
     if not any(_paths.owned(p) for p in operands):
-        os.execv(REAL, [REAL, *args])
+        os.execv(REAL, ["head", *args])
     show = verbose if verbose is not None else len(operands) > 1
     out = sys.stdout.buffer
     rc = 0

@@ -36,10 +36,12 @@ def wrapper(python: str, module: str) -> str:
 
 
 def owned_path_wrapper(python: str, module: str, real: str) -> str:
+    """bash (for `exec -a`, so the real tool's messages say `cat:` and not `/bin/cat:`)."""
+    name = os.path.basename(real)
     return (
-        f"#!/bin/sh\n# r37 sim stand-in: cockpit.sim.tools.{module} for sim paths, else {real}\n"
+        f"#!/bin/bash\n# r37 sim stand-in: cockpit.sim.tools.{module} for sim paths, else {real}\n"
         f'for a in "$@"; do\n  case $a in {OWNED_CASE}) {_runner(python, module)} ;; esac\ndone\n'
-        f'exec {real} "$@"\n'
+        f'exec -a {name} {real} "$@"\n'
     )
 
 
