@@ -64,8 +64,19 @@ LOCK_FILE = "/run/r37lab.lock"
 # Runs inside the host's fresh mount + UTS namespace, then becomes its sshd (same pid).
 HOST_INIT = (
     'set -e; hostname "$1"; mount -t tmpfs -o "size=$2,mode=0755" r37lab-srv "$3"; '
-    'mount --bind "$4" "$5"; mount --bind "$6" "$7"; exec "$8" -D -e -f "$9"'
+    'mount --bind "$4" "$5"; mount --bind "$6" "$7"; '
+    'if [ -f "${11}" ]; then mount --bind "${10}" "${11}"; fi; exec "$8" -D -e -f "$9"'
 )
+# root's ~/.bashrc on this machine may put pyenv/cargo dirs before sshd's PATH for every ssh command
+# (Debian's bash reads ~/.bashrc under sshd). A host sees a plain one instead, like a fresh DGX OS root:
+# non-interactive sessions keep sshd's PATH with the stand-ins in /usr/local/bin ahead of /usr/bin.
+ROOT_BASHRC = "/root/.bashrc"
+HOST_BASHRC = """\
+# ~/.bashrc of a simulated lab host (bind-mounted over /root/.bashrc inside that host only).
+case $- in *i*) ;; *) return ;; esac
+HISTCONTROL=ignoreboth
+PS1='\\u@\\h:\\w\\$ '
+"""
 
 
 @dataclass(frozen=True)
@@ -266,10 +277,11 @@ def sshd_config(cluster_dir: Path, rank: int, listen: str) -> str:
     ])
 
 
-def _host_argv(ns: str, hostname: str, srv_bytes: int, root: Path, bin_dir: Path, config: Path) -> list[str]:
+def _host_argv(ns: str, hostname: str, srv_bytes: int, root: Path, bin_dir: Path, config: Path,
+               bashrc: Path) -> list[str]:
     return ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--propagation", "private", "--",
             "/bin/sh", "-c", HOST_INIT, "r37lab-host", hostname, str(srv_bytes), SRV_MOUNT,
-            str(root), HOST_ROOT_MOUNT, str(bin_dir), BIN_MOUNT, SSHD, str(config)]
+            str(root), HOST_ROOT_MOUNT, str(bin_dir), BIN_MOUNT, SSHD, str(config), str(bashrc), ROOT_BASHRC]
 
 
 def _wait_for_sshd(ip: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = READY_TIMEOUT) -> None:
@@ -388,6 +400,8 @@ def start_hosts(cluster_dir: Path, manifest: Manifest, specs: list[layout.HostSp
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)        # sshd's privilege separation dir
     Path(HOST_ROOT_MOUNT).mkdir(parents=True, exist_ok=True)  # mount points (left empty in the root ns)
     Path(SRV_MOUNT).mkdir(exist_ok=True)
+    bashrc = lab / "bashrc"
+    bashrc.write_text(HOST_BASHRC)
     procs = []
     for spec in specs:
         config = lab / f"sshd_config-{spec.rank}"
@@ -396,7 +410,7 @@ def start_hosts(cluster_dir: Path, manifest: Manifest, specs: list[layout.HostSp
         with open(log, "ab") as out:
             proc = subprocess.Popen(
                 _host_argv(names.netns(spec.rank), spec.hostname, srv_bytes,
-                           host_root(cluster_dir, spec.rank), cluster_dir / "bin", config),
+                           host_root(cluster_dir, spec.rank), cluster_dir / "bin", config, bashrc),
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
         procs.append((proc, log))
         extra["sshd_pids"].append(proc.pid)  # type: ignore[union-attr]
