@@ -77,3 +77,25 @@ def tcp_probe(host: str, port: int, timeout_s: int = 3) -> ShellCommand:
     """Exit 0 if a TCP connection to host:port opens from the host itself (bash /dev/tcp, no nc needed)."""
     target = shlex.quote(f"/dev/tcp/{host}/{int(port)}")
     return ShellCommand(f"timeout {int(timeout_s)} bash -c {shlex.quote(f'exec 3<>{target}')}")
+
+
+_LABEL = re.compile(r"[A-Za-z0-9_.:@-]+\Z")
+
+
+def sections(parts: Sequence[tuple[str, Cmd]], marker: str) -> ShellCommand:
+    """Several commands on one channel, each framed so its output and exit status can be told apart.
+
+    For each `(label, cmd)` in turn: a line `MARKER begin LABEL`, the command's stdout and stderr (merged,
+    stdin from /dev/null), then a newline and a line `MARKER end LABEL STATUS`. Split the output with
+    `cockpit.recipe.parsers.split_sections`.
+    """
+    if not _LABEL.match(marker):
+        raise ValueError(f"bad section marker: {marker!r}")
+    body = []
+    for label, cmd in parts:
+        if not _LABEL.match(label):
+            raise ValueError(f"bad section label: {label!r}")
+        begin = shlex.quote(f"{marker} begin {label}")
+        body.append(f"echo {begin}; {{ {as_command(cmd).line}\n}} </dev/null 2>&1; "
+                    f"printf '\\n%s %s\\n' {shlex.quote(f'{marker} end {label}')} \"$?\"")
+    return ShellCommand("; ".join(body) if body else "true")

@@ -61,3 +61,17 @@ def test_every_loops_with_marker() -> None:
 
 def test_tcp_probe_closed_port_fails() -> None:
     assert bash(tcp_probe("127.0.0.1", 1, 2).line).returncode != 0
+
+
+def test_sections_frame_each_command_with_its_status() -> None:
+    from cockpit.hosts.shell import sections
+    from cockpit.recipe.parsers import split_sections
+
+    line = sections([("a", ["echo", "hi"]), ("b", ["sh", "-c", "printf x; echo err >&2; exit 3"]),
+                     ("c", ["cat"]), ("d", ["printf", "%s", "it's; $(x)"])], "@@m-1").line
+    got = split_sections(subprocess.run(["bash", "-c", line], capture_output=True, text=True, input="stdin",
+                                        timeout=10).stdout, "@@m-1")
+    assert [(s.label, s.output, s.status) for s in got.values()] == [
+        ("a", "hi\n", 0), ("b", "xerr\n", 3), ("c", "", 0), ("d", "it's; $(x)", 0)]
+    with pytest.raises(ValueError):
+        sections([("bad label", ["true"])], "@@m")

@@ -1,0 +1,1 @@
+"""The R37 procedure as code, without UI: parsers of host tool output, preflight checks, setup, launch."""

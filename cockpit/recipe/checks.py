@@ -1,0 +1,189 @@
+"""Preflight check units and their results.
+
+A `Check` keeps together what one recipe check needs: its id and recipe step, the commands it runs on a
+rank (argv/ShellCommand per label), how the real output is judged (`evaluate` → `Outcome`), an optional
+comparison across ranks (`compare`), and the remedy sentence. The definitions live in `checks_host`,
+`checks_storage` and `checks_fabric`; `preflight.run_preflight` runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from cockpit.config import ClusterConfig, HostEntry
+from cockpit.hosts.shell import Cmd, as_command
+from cockpit.recipe.parsers import Section
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+SEVERITY = {Verdict.PASS: 0, Verdict.UNKNOWN: 1, Verdict.WARN: 2, Verdict.FAIL: 3}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A check's judgement of one rank: verdict, the observed value, and a remedy when it is not a pass."""
+
+    verdict: Verdict
+    value: str
+    remedy: str = ""
+    detail: str = ""
+    facts: Mapping[str, Any] = field(default_factory=dict)   # parsed values for comparisons across ranks
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What `evaluate` gets: the rank, its config and the framed output of every command run there."""
+
+    cfg: ClusterConfig
+    rank: int
+    sections: Mapping[str, Section]
+
+    @property
+    def host(self) -> HostEntry:
+        return self.cfg.host(self.rank)
+
+    def section(self, label: str) -> Section | None:
+        return self.sections.get(label)
+
+    def output(self, label: str) -> str:
+        s = self.sections.get(label)
+        return s.output if s else ""
+
+    def status(self, label: str) -> int | None:
+        s = self.sections.get(label)
+        return s.status if s else None
+
+
+Commands = Callable[[ClusterConfig, int], dict[str, Cmd]]
+Evaluate = Callable[[Probe], Outcome]
+Compare = Callable[[ClusterConfig, dict[int, Outcome]], dict[int, Outcome]]
+
+
+def _all_ranks(cfg: ClusterConfig, rank: int) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Check:
+    """One preflight check: command, parser/judgement and remedy together."""
+
+    id: str
+    step: int                      # the recipe walkthrough step it belongs to
+    title: str
+    commands: Commands             # label -> command, run on each rank the check applies to
+    evaluate: Evaluate
+    compare: Compare | None = None  # refine verdicts once every rank has reported (across hosts)
+    applies: Callable[[ClusterConfig, int], bool] = _all_ranks
+    own_channels: bool = False     # run each command on its own channel (probes that may time out)
+    after_compare_only: bool = False  # report only once every rank has reported (pure cross-host checks)
+
+    def command_lines(self, cfg: ClusterConfig, rank: int) -> dict[str, str]:
+        return {label: as_command(cmd).line for label, cmd in self.commands(cfg, rank).items()}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check's verdict on one rank, as the pane and `preflight --json` show it."""
+
+    check: str
+    rank: int
+    step: int
+    title: str
+    verdict: Verdict
+    value: str
+    remedy: str = ""
+    detail: str = ""
+    commands: tuple[str, ...] = ()
+    raw: str = ""
+    final: bool = True             # False: a cross-rank comparison may still refine it
+    facts: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "rank": self.rank, "step": self.step, "title": self.title,
+                "verdict": self.verdict.value, "value": self.value, "remedy": self.remedy,
+                "detail": self.detail, "commands": list(self.commands), "raw": self.raw}
+
+
+@dataclass(frozen=True)
+class CheckInfo:
+    id: str
+    step: int
+    title: str
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PreflightStarted:
+    checks: tuple[CheckInfo, ...]
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PreflightFinished:
+    results: tuple[CheckResult, ...]
+    elapsed: float
+
+    @property
+    def ok(self) -> bool:
+        return not any(r.verdict is Verdict.FAIL for r in self.results)
+
+
+PreflightEvent = PreflightStarted | CheckResult | PreflightFinished
+
+
+def ranks_text(ranks: list[int] | tuple[int, ...]) -> str:
+    """0,1,2,3 → '0-3'; 0,2,3 → '0,2-3' (clush style)."""
+    out: list[str] = []
+    rs = sorted(set(ranks))
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def majority(values: dict[int, Any]) -> tuple[Any, list[int]]:
+    """The most common value (ties: the lowest rank's) and the ranks that hold a different one."""
+    counts: dict[Any, list[int]] = {}
+    for rank in sorted(values):
+        counts.setdefault(values[rank], []).append(rank)
+    best = max(counts.items(), key=lambda kv: (len(kv[1]), -kv[1][0]))[0]
+    return best, [r for r in sorted(values) if values[r] != best]
+
+
+def differs(outcomes: dict[int, Outcome], key: str, what: str, remedy: str) -> dict[int, Outcome]:
+    """Fail the ranks whose `facts[key]` differs from the majority (ranks without the fact are left out)."""
+    values = {r: o.facts[key] for r, o in outcomes.items() if o.facts.get(key) is not None}
+    if len(values) < 2:
+        return {}
+    _, odd = majority(values)
+    if len(odd) * 2 == len(values):   # an even split names no majority: every rank is suspect
+        odd = sorted(values)
+    changed = {}
+    for rank in odd:
+        peers = [r for r in values if values[r] != values[rank]]
+        o = outcomes[rank]
+        changed[rank] = Outcome(Verdict.FAIL, f"{o.value} — {what} differs from rank {ranks_text(peers)} "
+                                               f"({values[peers[0]]})", remedy, o.detail, o.facts)
+    return changed
+
+
+def human_bytes(n: float) -> str:
+    """Decimal units like the card (510 GB, 48 GB); GiB for memory is done by the caller."""
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} PB"

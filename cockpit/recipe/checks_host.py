@@ -1,0 +1,349 @@
+"""Per-host preflight checks: architecture, GPU, driver, SM clocks, memory, Docker, runtime image,
+an existing container and the ports rank 0 needs (recipe steps 1, 3 and 6)."""
+
+from __future__ import annotations
+
+import ipaddress
+import statistics
+
+from cockpit.config import ClusterConfig
+from cockpit.hosts.shell import Cmd
+from cockpit.recipe import parsers as P
+from cockpit.recipe.checks import Check, Outcome, Probe, Verdict, differs
+
+SMI_FIELDS = ["name", "driver_version", "clocks.sm", "clocks.max.sm", "utilization.gpu", "pstate"]
+SMI_QUERY = ["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"]
+MIN_CUDA_MAJOR = 13
+MIN_DRIVER_MAJOR = 580              # the first driver branch that ships CUDA 13
+TIMEOUT = ["timeout", "20"]         # a hung tool must not hold the whole batch
+
+
+def _gpu_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+    return {"nvsmi.query": [*TIMEOUT, *SMI_QUERY]}
+
+
+def _driver_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+    return {"nvsmi.query": [*TIMEOUT, *SMI_QUERY], "nvsmi.table": [*TIMEOUT, "nvidia-smi"]}
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:160]
+    return "no output"
+
+
+def _gpu_row(p: Probe) -> dict[str, str | None] | None:
+    if p.status("nvsmi.query") != 0:
+        return None
+    rows = P.parse_nvsmi_csv(p.output("nvsmi.query"), SMI_FIELDS)
+    return rows[0] if rows else None
+
+
+# ---- arch --------------------------------------------------------------------------------------------
+
+
+def _arch(p: Probe) -> Outcome:
+    arch = P.parse_uname(p.output("uname"))
+    if p.status("uname") != 0 or arch is None:
+        return Outcome(Verdict.UNKNOWN, _first_line(p.output("uname")), "run `uname -m` on the host")
+    if arch == "aarch64":
+        return Outcome(Verdict.PASS, arch)
+    return Outcome(Verdict.FAIL, arch, f"R37 needs an ARM64 (aarch64) DGX Spark; rank {p.rank}'s host is "
+                                       f"{arch}: point rank {p.rank} at a GB10 host in cluster.toml")
+
+
+ARCH = Check("arch", 1, "architecture is aarch64", lambda cfg, r: {"uname": ["uname", "-m"]}, _arch)
+
+
+# ---- GPU ---------------------------------------------------------------------------------------------
+
+
+def _gpu(p: Probe) -> Outcome:
+    row = _gpu_row(p)
+    if row is None:
+        return Outcome(Verdict.FAIL, _first_line(p.output("nvsmi.query")),
+                       "nvidia-smi cannot reach the GPU: check that the NVIDIA driver is loaded "
+                       "(`nvidia-smi`, `sudo dmesg | grep -i nvrm`); reboot after a driver update")
+    name = row.get("name") or "unknown GPU"
+    if "GB10" in name:
+        return Outcome(Verdict.PASS, name)
+    return Outcome(Verdict.FAIL, name, f"the recipe needs a GB10 (DGX Spark) GPU; rank {p.rank} has {name}")
+
+
+GPU = Check("gpu", 1, "GB10 GPU visible", _gpu_cmds, _gpu)
+
+
+def _driver(p: Probe) -> Outcome:
+    row = _gpu_row(p)
+    table = P.parse_nvsmi_table(p.output("nvsmi.table")) if p.status("nvsmi.table") == 0 else P.SmiTable()
+    driver = (row or {}).get("driver_version") or table.driver_version
+    if driver is None:
+        return Outcome(Verdict.UNKNOWN, "nvidia-smi gave no driver version (see the gpu check)",
+                       "fix the gpu check first")
+    cuda = table.cuda_version
+    facts = {"driver": driver}
+    remedy = (f"install a CUDA-13-compatible NVIDIA driver ({MIN_DRIVER_MAJOR} branch or newer), the same "
+              "version on every host, then reboot")
+    if cuda is not None:
+        major = P.to_int(cuda.split(".")[0])
+        ok = major is not None and major >= MIN_CUDA_MAJOR
+        value = f"driver {driver}, CUDA {cuda}"
+    else:
+        major = P.to_int(driver.split(".")[0])
+        ok = major is not None and major >= MIN_DRIVER_MAJOR
+        value = f"driver {driver} (CUDA version not shown)"
+    if ok:
+        return Outcome(Verdict.PASS, value, facts=facts)
+    return Outcome(Verdict.FAIL, value + f" — CUDA {MIN_CUDA_MAJOR} needs driver {MIN_DRIVER_MAJOR}+",
+                   remedy, facts=facts)
+
+
+def _same_driver(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int, Outcome]:
+    return differs(outcomes, "driver", "driver", "install the same NVIDIA driver version on every host "
+                                                  "(the ranks must run identical CUDA stacks)")
+
+
+DRIVER = Check("driver", 1, "CUDA-13 driver, same on every host", _driver_cmds, _driver, compare=_same_driver)
+
+
+# ---- SM clocks ---------------------------------------------------------------------------------------
+#
+# Rule (observe only, no load probe): a rank is *loaded* when its GPU reports >= 5 % utilisation or a
+# performance state P0-P2; otherwise it is idle (P8, near 0 %), where low clocks are normal.
+#  - loaded: FAIL if clocks.sm < 50 % of clocks.max.sm, or < 70 % of the median of the other loaded ranks
+#    (the reported slow state: 630-950 MHz where a healthy GB10 runs 2.2-2.4 GHz under load);
+#  - idle: FAIL if clocks.sm sits in the reported latched band (600-1000 MHz) while the other idle ranks
+#    read well outside it (their median differs by > 30 %): the clock is pinned, not idling;
+#    WARN if it sits in the band with no idle peer to compare with (one rank, or all ranks alike);
+#    PASS otherwise — every rank idling low alike is healthy.
+
+LATCH_BAND = (600, 1000)
+LOADED_UTIL = 5
+LOW_OF_MAX = 0.5
+LOW_OF_PEERS = 0.7
+IDLE_APART = 0.3
+
+
+def _clock_facts(row: dict[str, str | None]) -> dict[str, object] | None:
+    sm = P.to_int(row.get("clocks.sm"))
+    if sm is None:
+        return None
+    util = P.to_int(row.get("utilization.gpu"))
+    pstate = row.get("pstate") or ""
+    loaded = (util is not None and util >= LOADED_UTIL) or pstate in ("P0", "P1", "P2")
+    return {"sm": sm, "max": P.to_int(row.get("clocks.max.sm")), "util": util, "pstate": pstate,
+            "loaded": loaded}
+
+
+def _clock_value(f: dict[str, object]) -> str:
+    mx = f"/{f['max']}" if f.get("max") else ""
+    util = f"{f['util']}%" if f.get("util") is not None else "?%"
+    return f"{f['sm']}{mx} MHz, {f['pstate'] or '?'} {util} ({'loaded' if f['loaded'] else 'idle'})"
+
+
+CLOCK_REMEDY = ("the SM clock looks latched low (a reported GB10 state): check `nvidia-smi -q -d CLOCK,"
+                "PERFORMANCE` for throttle reasons; a host reboot usually clears it")
+
+
+def _judge_clock(f: dict[str, object], peers: list[dict[str, object]]) -> tuple[Verdict, str]:
+    sm, mx = int(f["sm"]), f.get("max")  # type: ignore[call-overload]
+    if f["loaded"]:
+        if isinstance(mx, int) and mx > 0 and sm < LOW_OF_MAX * mx:
+            return Verdict.FAIL, f"under load at {sm} MHz, below half of its {mx} MHz maximum"
+        loaded = [int(p["sm"]) for p in peers if p["loaded"]]  # type: ignore[call-overload]
+        if loaded and sm < LOW_OF_PEERS * statistics.median(loaded):
+            return Verdict.FAIL, f"{sm} MHz, far below the loaded peers ({statistics.median(loaded):.0f} MHz)"
+        return Verdict.PASS, ""
+    if not LATCH_BAND[0] <= sm <= LATCH_BAND[1]:
+        return Verdict.PASS, ""
+    idle = [int(p["sm"]) for p in peers if not p["loaded"]]  # type: ignore[call-overload]
+    if idle:
+        med = statistics.median(idle)
+        if abs(sm - med) > IDLE_APART * max(sm, med):
+            return Verdict.FAIL, f"idle at {sm} MHz while idle peers read {med:.0f} MHz: latched"
+        return Verdict.PASS, ""
+    return Verdict.WARN, f"idle at {sm} MHz, inside the reported latched band, no idle peer to compare"
+
+
+def _clocks(p: Probe) -> Outcome:
+    row = _gpu_row(p)
+    facts = _clock_facts(row) if row else None
+    if facts is None:
+        return Outcome(Verdict.UNKNOWN, "no SM clock reading (see the gpu check)", "fix the gpu check first")
+    verdict, why = _judge_clock(facts, [])
+    return Outcome(verdict, _clock_value(facts), CLOCK_REMEDY if verdict is not Verdict.PASS else "", why,
+                   facts={"clock": facts})
+
+
+def _compare_clocks(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int, Outcome]:
+    facts = {r: o.facts["clock"] for r, o in outcomes.items() if o.facts.get("clock")}
+    changed = {}
+    for rank, f in facts.items():
+        verdict, why = _judge_clock(f, [v for r, v in facts.items() if r != rank])
+        o = outcomes[rank]
+        if verdict is not o.verdict or why != o.detail:
+            changed[rank] = Outcome(verdict, o.value, CLOCK_REMEDY if verdict is not Verdict.PASS else "",
+                                    why, o.facts)
+    return changed
+
+
+CLOCKS = Check("clocks", 1, "SM clocks not latched low", _gpu_cmds, _clocks, compare=_compare_clocks)
+
+
+# ---- memory ------------------------------------------------------------------------------------------
+
+
+def _mem(p: Probe) -> Outcome:
+    info = P.parse_meminfo(p.output("meminfo"))
+    avail = info.get("MemAvailable")
+    need = p.cfg.budget.min_mem_available_bytes
+    if avail is None:
+        return Outcome(Verdict.UNKNOWN, _first_line(p.output("meminfo")), "read /proc/meminfo on the host")
+    gib = 1 << 30
+    value = f"MemAvailable {avail / gib:.1f} GiB of {info.get('MemTotal', 0) / gib:.1f} GiB"
+    if avail >= need:
+        return Outcome(Verdict.PASS, value)
+    return Outcome(Verdict.FAIL, f"{value} (needs ≥ {need / gib:.0f} GiB)",
+                   "free memory before launch: find what holds it (`free -g`, `ps aux --sort=-rss | head`, "
+                   "`nvidia-smi --query-compute-apps=pid,used_memory --format=csv`) and stop it if it is "
+                   "yours to stop; the cockpit stops nothing it did not start")
+
+
+MEMORY = Check("memory", 1, "MemAvailable before launch",
+               lambda cfg, r: {"meminfo": ["cat", "/proc/meminfo"]}, _mem)
+
+
+# ---- docker ------------------------------------------------------------------------------------------
+
+DOCKER_INFO: list[str] = [*TIMEOUT, "docker", "info", "--format", "{{json .}}"]
+DOCKER_REMEDY = ("start Docker and let the SSH login use it: `sudo systemctl start docker`, "
+                 "`docker info` (the login needs the docker group)")
+
+
+def _docker_info(p: Probe) -> P.DockerInfo | None:
+    return P.parse_docker_info(p.output("docker.info"))
+
+
+def _docker(p: Probe) -> Outcome:
+    info = _docker_info(p)
+    if info is None or not info.ok:
+        why = (info.errors[0] if info and info.errors else _first_line(p.output("docker.info")))
+        return Outcome(Verdict.FAIL, why[:160], DOCKER_REMEDY)
+    return Outcome(Verdict.PASS, f"Docker {info.server_version}")
+
+
+DOCKER = Check("docker", 1, "Docker working", lambda cfg, r: {"docker.info": DOCKER_INFO}, _docker)
+
+
+def _runtime(p: Probe) -> Outcome:
+    info = _docker_info(p)
+    if info is None or not info.ok:
+        return Outcome(Verdict.UNKNOWN, "Docker not answering (see the docker check)", DOCKER_REMEDY)
+    value = f"runtimes: {', '.join(info.runtimes) or 'none'} (default {info.default_runtime or '?'})"
+    if "nvidia" in info.runtimes:
+        return Outcome(Verdict.PASS, value)
+    return Outcome(Verdict.FAIL, value,
+                   "install the NVIDIA Container Toolkit and register its runtime: `sudo nvidia-ctk runtime "
+                   "configure --runtime=docker && sudo systemctl restart docker`")
+
+
+RUNTIME = Check("nvidia-runtime", 1, "NVIDIA container runtime", lambda cfg, r: {"docker.info": DOCKER_INFO},
+                _runtime)
+
+
+def _image_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+    return {"docker.info": DOCKER_INFO,
+            "docker.image": [*TIMEOUT, "docker", "image", "inspect", cfg.runtime.image_tag, "--format",
+                             "{{.Id}}"]}
+
+
+def image_loaded(p: Probe) -> bool | None:
+    """True if the expected runtime image is loaded, None if Docker could not tell."""
+    info = _docker_info(p)
+    if info is None or not info.ok:
+        return None
+    return P.parse_image_id(p.output("docker.image")) == p.cfg.runtime.image_id
+
+
+def _image(p: Probe) -> Outcome:
+    info = _docker_info(p)
+    if info is None or not info.ok:
+        return Outcome(Verdict.UNKNOWN, "Docker not answering (see the docker check)", DOCKER_REMEDY)
+    want, tag = p.cfg.runtime.image_id, p.cfg.runtime.image_tag
+    got = P.parse_image_id(p.output("docker.image")) if p.status("docker.image") == 0 else None
+    if got is None:
+        return Outcome(Verdict.FAIL, f"{tag} not loaded",
+                       f"`r37-cockpit setup runtime --rank {p.rank}` downloads the archive, verifies its "
+                       "sha256 and loads it")
+    if got == want:
+        return Outcome(Verdict.PASS, f"{tag} {got[:19]}…", facts={"image": got})
+    return Outcome(Verdict.FAIL, f"{tag} is {got[:19]}…, expected {want[:19]}…",
+                   f"this is not the verified R37 image: reload the verified archive with `r37-cockpit setup "
+                   f"runtime --rank {p.rank}`; never substitute another image", facts={"image": got})
+
+
+def _same_image(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int, Outcome]:
+    return differs(outcomes, "image", "image ID", "load the same verified archive on every rank")
+
+
+IMAGE = Check("image", 3, "runtime image ID, same everywhere", _image_cmds, _image, compare=_same_image)
+
+
+def _container_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+    return {"docker.info": DOCKER_INFO,
+            "docker.ps": [*TIMEOUT, "docker", "ps", "-a", "--format", "{{json .}}"]}
+
+
+def _container(p: Probe) -> Outcome:
+    name = p.cfg.cluster.container_name
+    info = _docker_info(p)
+    if info is None or not info.ok or p.status("docker.ps") != 0:
+        return Outcome(Verdict.UNKNOWN, "Docker not answering (see the docker check)", DOCKER_REMEDY)
+    row = P.container_named(P.parse_docker_ps(p.output("docker.ps")), name)
+    if row is None:
+        return Outcome(Verdict.PASS, f"no container named {name}")
+    value = f"{name} exists: {row.get('State', '?')} ({row.get('Status', '')}), image {row.get('Image', '?')}"
+    return Outcome(Verdict.FAIL, value,
+                   f"the launcher refuses an existing {name}: inspect it (`docker inspect {name}`, "
+                   f"`docker logs --tail 100 {name}`) and stop or remove it yourself if it is stale — "
+                   "the cockpit never removes containers", facts={"container": row})
+
+
+CONTAINER = Check("container", 6, "no leftover container", _container_cmds, _container)
+
+
+# ---- ports on rank 0 ---------------------------------------------------------------------------------
+
+
+def _conflicts(listener: P.Listener, fabric_ip: str) -> bool:
+    """Would this listener stop the engine from binding 0.0.0.0:PORT? Other 127/8 aliases do not count
+    (on the demo cluster they are the other simulated hosts sharing this machine's loopback)."""
+    addr = listener.address
+    if addr in ("*", "0.0.0.0", "::", fabric_ip):
+        return True
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return True
+    return not (ip.is_loopback and str(ip) not in ("127.0.0.1", "::1"))
+
+
+def _ports(p: Probe) -> Outcome:
+    if p.status("ss") != 0:
+        return Outcome(Verdict.UNKNOWN, _first_line(p.output("ss")), "install iproute2 (`ss`) on the host")
+    want = {p.cfg.cluster.api_port: "API", p.cfg.cluster.coord_port: "coordination"}
+    busy = sorted({f"{lst.address}:{lst.port} ({want[lst.port]})"
+                   for lst in P.parse_ss_listeners(p.output("ss"))
+                   if lst.port in want and _conflicts(lst, p.host.fabric_ip)})
+    ports = " and ".join(str(x) for x in want)
+    if not busy:
+        return Outcome(Verdict.PASS, f"ports {ports} free")
+    return Outcome(Verdict.FAIL, "in use: " + ", ".join(busy),
+                   "something already listens there (see `sudo ss -ltnp`): stop it if it is yours, or choose "
+                   "other ports in [cluster]; the cockpit never stops a model it did not start")
+
+
+PORTS = Check("ports", 6, "API and coordination ports free on rank 0", lambda cfg, r: {"ss": ["ss", "-Hltn"]},
+              _ports, applies=lambda cfg, r: r == 0)
+

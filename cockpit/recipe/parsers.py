@@ -1,0 +1,594 @@
+"""Parsers of real host tool output (formats in /work/shared/DOMAIN.md), defensive by default.
+
+Every parser takes the text a tool printed and returns plain data; a value the tool could not report
+(`[N/A]`, `N/A`, `Not Supported`, an empty field, a missing key) becomes None instead of an error, and
+lines that do not fit the format are skipped. Nothing here runs commands or knows about verdicts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+UNAVAILABLE = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]"}
+
+
+def na(value: str | None) -> str | None:
+    """A tool's field with the 'cannot report' spellings turned into None."""
+    if value is None:
+        return None
+    value = value.strip()
+    return None if value.lower() in UNAVAILABLE else value
+
+
+def to_int(value: str | None) -> int | None:
+    value = na(value)
+    if value is None:
+        return None
+    m = re.match(r"[-+]?\d+(?:\.\d+)?", value)
+    return int(float(m.group(0))) if m else None
+
+
+def to_float(value: str | None) -> float | None:
+    value = na(value)
+    if value is None:
+        return None
+    m = re.match(r"[-+]?\d+(?:\.\d+)?", value)
+    return float(m.group(0)) if m else None
+
+
+# ---- framed sections (hosts.shell.sections) ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Section:
+    """One command's merged output and exit status (None if the frame was cut off)."""
+
+    label: str
+    output: str
+    status: int | None
+
+
+def split_sections(text: str, marker: str) -> dict[str, Section]:
+    """Split the output of `hosts.shell.sections(parts, marker)` back into one Section per label."""
+    out: dict[str, Section] = {}
+    label: str | None = None
+    buf: list[str] = []
+    begin, end = f"{marker} begin ", f"{marker} end "
+    for line in text.splitlines(keepends=True):
+        bare = line.rstrip("\n")
+        if bare.startswith(begin):
+            if label is not None:
+                out[label] = Section(label, "".join(buf), None)
+            label, buf = bare[len(begin):], []
+        elif bare.startswith(end) and label is not None:
+            _, _, status = bare[len(end):].rpartition(" ")
+            body = "".join(buf)
+            out[label] = Section(label, body[:-1] if body.endswith("\n") else body,
+                                 int(status) if status.lstrip("-").isdigit() else None)
+            label, buf = None, []
+        elif label is not None:
+            buf.append(line)
+    if label is not None:
+        out[label] = Section(label, "".join(buf), None)
+    return out
+
+
+# ---- uname, nvidia-smi -------------------------------------------------------------------------------
+
+
+def parse_uname(text: str) -> str | None:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0] if lines else None
+
+
+def parse_nvsmi_csv(text: str, fields: list[str]) -> list[dict[str, str | None]]:
+    """`nvidia-smi --query-…=F1,F2 --format=csv,noheader[,nounits]`: one dict per row, N/A as None.
+
+    Lines with a different number of columns (error messages, a header) are skipped.
+    """
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(fields) or cells == fields:
+            continue
+        rows.append({f: na(c) for f, c in zip(fields, cells, strict=True)})
+    return rows
+
+
+@dataclass
+class SmiTable:
+    """What the default `nvidia-smi` table tells: versions and one entry per GPU."""
+
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    gpus: list[dict[str, str | None]] = field(default_factory=list)
+
+
+_SMI_HEAD = re.compile(r"Driver Version:\s*(\S+).*?CUDA Version:\s*(\S+)")
+_SMI_GPU = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*(\S+)\s+(\S+)\s*\|")
+_SMI_GPU2 = re.compile(r"^\|\s*(\S+)\s+(\S+)\s+(P\d+)\s+(\S+)\s*/\s*(\S+)\s*\|"
+                       r"\s*(.*?)\s*\|\s*(\S+)\s+(\S+)\s*\|")
+
+
+def parse_nvsmi_table(text: str) -> SmiTable:
+    table = SmiTable()
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = _SMI_HEAD.search(line)
+        if m and table.driver_version is None:
+            table.driver_version, table.cuda_version = na(m.group(1)), na(m.group(2))
+            continue
+        m = _SMI_GPU.match(line)
+        if m and i + 1 < len(lines):
+            gpu: dict[str, str | None] = {"index": m.group(1), "name": m.group(2).strip(),
+                                          "persistence": m.group(3), "bus_id": m.group(4)}
+            m2 = _SMI_GPU2.match(lines[i + 1])
+            if m2:
+                gpu.update({"fan": na(m2.group(1)), "temperature": na(m2.group(2)), "pstate": m2.group(3),
+                            "power": na(m2.group(4)), "power_cap": na(m2.group(5)),
+                            "memory": na(m2.group(6)), "utilization": na(m2.group(7))})
+            table.gpus.append(gpu)
+    return table
+
+
+# ---- /proc/meminfo -----------------------------------------------------------------------------------
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo as bytes (values with a `kB` unit × 1024; counts like HugePages_Total kept as is)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        parts = rest.split()
+        if not sep or not parts or not parts[0].isdigit():
+            continue
+        value = int(parts[0])
+        out[key.strip()] = value * 1024 if len(parts) > 1 and parts[1].lower() == "kb" else value
+    return out
+
+
+# ---- df -P -B1 ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DfRow:
+    source: str
+    size: int
+    used: int
+    avail: int
+    mount: str
+
+
+def parse_df(text: str) -> list[DfRow]:
+    """`df -P -B1 PATH…` data rows in operand order (failed operands print no row)."""
+    rows = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[1].isdigit() or not parts[5].startswith("/"):
+            continue
+        if not (parts[2].isdigit() and parts[3].isdigit()):
+            continue
+        rows.append(DfRow(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[5]))
+    return rows
+
+
+_DF_ERR = re.compile(r"^(?:\S*/)?df: (?:cannot access )?['‘]?(.+?)['’]?: (.+)$")
+
+
+def parse_df_errors(text: str) -> dict[str, str]:
+    """Operands df could not report, with its reason (`No such file or directory`, …)."""
+    out = {}
+    for line in text.splitlines():
+        m = _DF_ERR.match(line.strip())
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def df_by_path(text: str, operands: list[str]) -> dict[str, DfRow]:
+    """Map each operand of one `df -P -B1 -- OPERAND…` call to its row, skipping the operands df refused."""
+    failed = parse_df_errors(text)
+    rows = parse_df(text)
+    ok = [p for p in operands if p not in failed]
+    if len(ok) != len(rows):
+        return {}
+    return dict(zip(ok, rows, strict=True))
+
+
+# ---- ip -j addr --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IfAddr:
+    family: str
+    local: str
+    prefixlen: int | None
+
+
+@dataclass
+class Iface:
+    name: str
+    operstate: str | None
+    flags: list[str]
+    addrs: list[IfAddr]
+
+    @property
+    def up(self) -> bool:
+        return "UP" in self.flags or self.operstate == "UP"
+
+
+def _json_values(text: str) -> list[Any]:
+    """Every JSON value in the text: a whole document, or one per line (tools print either)."""
+    text = text.strip()
+    if not text:
+        return []
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        pass
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(("{", "[")):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def _json_list(text: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for value in _json_values(text):
+        if isinstance(value, list):
+            items += [v for v in value if isinstance(v, dict)]
+        elif isinstance(value, dict):
+            items.append(value)
+    return items
+
+
+def parse_ip_addr(text: str) -> list[Iface]:
+    out = []
+    for item in _json_list(text):
+        name = item.get("ifname")
+        if not isinstance(name, str):
+            continue
+        addrs = []
+        for a in item.get("addr_info") or []:
+            if isinstance(a, dict) and isinstance(a.get("local"), str):
+                plen = a.get("prefixlen")
+                addrs.append(IfAddr(str(a.get("family", "")), a["local"],
+                                    plen if isinstance(plen, int) else None))
+        flags = [str(f) for f in item.get("flags") or [] if isinstance(f, str)]
+        state = item.get("operstate")
+        out.append(Iface(name, state if isinstance(state, str) else None, flags, addrs))
+    return out
+
+
+def iface_with_ip(ifaces: list[Iface], ip: str) -> Iface | None:
+    want = ipaddress.ip_address(ip)
+    for iface in ifaces:
+        for a in iface.addrs:
+            try:
+                if ipaddress.ip_address(a.local.split("%")[0]) == want:
+                    return iface
+            except ValueError:
+                continue
+    return None
+
+
+# ---- rdma -j link, ibv_devinfo -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RdmaLink:
+    ifname: str
+    port: int | None
+    state: str | None
+    physical_state: str | None
+    netdev: str | None
+
+
+def parse_rdma_links(text: str) -> list[RdmaLink]:
+    """`rdma -j link show` (JSON), or the text form `link DEV/PORT state S physical_state P netdev N`."""
+    out = []
+    items = _json_list(text)
+    for item in items:
+        name = item.get("ifname")
+        if not isinstance(name, str):
+            continue
+        port = item.get("port")
+        out.append(RdmaLink(name, port if isinstance(port, int) else to_int(str(port)),
+                            _str(item.get("state")), _str(item.get("physical_state")),
+                            _str(item.get("netdev"))))
+    if items:
+        return out
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) < 2 or words[0] != "link":
+            continue
+        dev, _, port = words[1].partition("/")
+        kv = dict(zip(words[2::2], words[3::2], strict=False))
+        out.append(RdmaLink(dev, to_int(port), kv.get("state"), kv.get("physical_state"), kv.get("netdev")))
+    return out
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+@dataclass
+class IbvPort:
+    port: int
+    state: str | None = None          # PORT_ACTIVE, PORT_DOWN, …
+    active_mtu: str | None = None
+    link_layer: str | None = None
+
+
+@dataclass
+class IbvDevice:
+    hca_id: str
+    fields: dict[str, str] = field(default_factory=dict)
+    ports: dict[int, IbvPort] = field(default_factory=dict)
+
+
+def parse_ibv_devinfo(text: str) -> list[IbvDevice]:
+    """`ibv_devinfo` blocks: `hca_id:` starts a device, `port:` a port, `key: value` lines fill them."""
+    devices: list[IbvDevice] = []
+    port: IbvPort | None = None
+    for raw in text.splitlines():
+        key, sep, value = raw.strip().partition(":")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "hca_id":
+            devices.append(IbvDevice(value))
+            port = None
+        elif not devices:
+            continue
+        elif key == "port" and value.isdigit():
+            port = IbvPort(int(value))
+            devices[-1].ports[port.port] = port
+        elif port is not None and key in ("state", "active_mtu", "link_layer"):
+            setattr(port, key, value.split()[0] if key == "state" and value else value)
+        elif port is None:
+            devices[-1].fields[key] = value
+    return devices
+
+
+# ---- first lines of files (sysfs) --------------------------------------------------------------------
+
+
+def parse_head_verbose(text: str) -> dict[str, str | None]:
+    """`head -v -n 1 -- FILE…`: {path: first line}; a file head could not read maps to None.
+
+    head's own complaints (`head: cannot open …`, `head: error reading …`) are recognised and skipped.
+    """
+    out: dict[str, str | None] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        m = re.fullmatch(r"==> (.*) <==", line)
+        if m:
+            current = m.group(1)
+            out[current] = None
+            continue
+        if line.startswith("head: "):
+            m = re.match(r"head: (?:cannot open|error reading) ['‘](.+?)['’]", line)
+            if m:
+                out[m.group(1)] = None
+            continue
+        if current is not None and out.get(current) is None and line != "":
+            out[current] = line.strip()
+    return out
+
+
+def parse_read_files(text: str) -> dict[str, str]:
+    """`hosts.shell.read_files(paths)`: {path: first line} for every readable file."""
+    out = {}
+    for line in text.splitlines():
+        path, sep, value = line.partition("\t")
+        if sep:
+            out[path] = value.strip()
+    return out
+
+
+@dataclass(frozen=True)
+class GidEntry:
+    index: int
+    gid: str
+    type: str | None
+    ndev: str | None
+
+    @property
+    def ipv4(self) -> str | None:
+        return gid_ipv4(self.gid)
+
+
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+def gid_ipv4(gid: str) -> str | None:
+    """The IPv4 address of an IPv4-mapped GID (`…:ffff:c0a8:0348` → 192.168.3.72), else None."""
+    try:
+        addr = ipaddress.IPv6Address(gid.strip())
+    except ValueError:
+        return None
+    mapped = addr.ipv4_mapped
+    return str(mapped) if mapped else None
+
+
+def ipv4_mapped_gid(ip: str) -> str:
+    """The sysfs spelling of the GID that carries an IPv4 address."""
+    packed = ipaddress.IPv6Address(f"::ffff:{ip}").packed
+    return ":".join(packed[i:i + 2].hex() for i in range(0, 16, 2))
+
+
+def gid_table(values: dict[str, str | None], port_dir: str, count: int) -> list[GidEntry]:
+    """GID entries 0..count-1 of one port from `{path: first line}`, leaving out unused (zero) ones."""
+    out = []
+    for n in range(count):
+        gid = values.get(f"{port_dir}/gids/{n}")
+        if not gid or gid.replace(":", "").strip("0") == "":
+            continue
+        out.append(GidEntry(n, gid, na(values.get(f"{port_dir}/gid_attrs/types/{n}")),
+                            na(values.get(f"{port_dir}/gid_attrs/ndevs/{n}"))))
+    return out
+
+
+# ---- docker ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DockerInfo:
+    server_version: str | None
+    runtimes: list[str]
+    default_runtime: str | None
+    root_dir: str | None
+    errors: list[str]
+    architecture: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.server_version is not None and not self.errors
+
+
+def parse_docker_info(text: str) -> DockerInfo | None:
+    """`docker info --format '{{json .}}'`; None when no JSON object came back at all."""
+    docs = [v for v in _json_values(text) if isinstance(v, dict)]
+    if not docs:
+        return None
+    d = docs[0]
+    runtimes = d.get("Runtimes")
+    errors = [str(e) for e in d.get("ServerErrors") or [] if e]
+    return DockerInfo(server_version=_str(d.get("ServerVersion")),
+                      runtimes=sorted(runtimes) if isinstance(runtimes, dict) else [],
+                      default_runtime=_str(d.get("DefaultRuntime")), root_dir=_str(d.get("DockerRootDir")),
+                      errors=errors, architecture=_str(d.get("Architecture")))
+
+
+def parse_docker_ps(text: str) -> list[dict[str, str]]:
+    """`docker ps -a --format '{{json .}}'` (one object per line; `--format json` prints the same)."""
+    return [{str(k): str(v) for k, v in item.items()} for item in _json_list(text)]
+
+
+def container_named(rows: list[dict[str, str]], name: str) -> dict[str, str] | None:
+    for row in rows:
+        names = [n.strip().lstrip("/") for n in row.get("Names", "").split(",")]
+        if name in names:
+            return row
+    return None
+
+
+_IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def parse_image_id(text: str) -> str | None:
+    """`docker image inspect IMAGE --format '{{.Id}}'` → `sha256:…`, None if the image is not there."""
+    m = _IMAGE_ID.search(text)
+    return m.group(0) if m else None
+
+
+# ---- ss -Hltn ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listener:
+    address: str       # '0.0.0.0', '::', '*', '127.0.0.1', …
+    port: int
+
+
+def parse_ss_listeners(text: str) -> list[Listener]:
+    """`ss -Hltn`: `LISTEN 0 4096 ADDR:PORT PEER [process]` (IPv6 in brackets, `%iface` suffixes)."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 5:
+            continue
+        local = parts[3]
+        addr, sep, port = local.rpartition(":")
+        if not sep or not port.isdigit():
+            continue
+        addr = addr.split("%")[0]
+        if addr.startswith("[") and addr.endswith("]"):
+            addr = addr[1:-1]
+        out.append(Listener(addr, int(port)))
+    return out
+
+
+# ---- checkpoint --------------------------------------------------------------------------------------
+
+
+@dataclass
+class SafetensorsIndex:
+    shards: list[str]
+    total_size: int | None
+
+
+def parse_safetensors_index(text: str) -> SafetensorsIndex | None:
+    """`model.safetensors.index.json`: the shard files its weight_map names; None if it is not that."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
+        return None
+    shards = sorted({str(v) for v in doc["weight_map"].values() if isinstance(v, str)})
+    meta = doc.get("metadata")
+    total = meta.get("total_size") if isinstance(meta, dict) else None
+    return SafetensorsIndex(shards, int(total) if isinstance(total, int | float) else None)
+
+
+def parse_find_sizes(text: str) -> dict[str, int]:
+    """`find DIR -maxdepth 1 -type f -printf '%f\\t%s\\n'` → {name: size in bytes}."""
+    out = {}
+    for line in text.splitlines():
+        name, sep, size = line.rpartition("\t")
+        if sep and size.strip().isdigit():
+            out[name] = int(size)
+    return out
+
+
+@dataclass(frozen=True)
+class Revision:
+    repo: str | None
+    revision: str | None
+
+
+def parse_revision_file(text: str) -> Revision | None:
+    """The checkpoint revision marker the setup job writes: JSON {"repo", "revision"}, `repo@rev` or `rev`."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        return Revision(_str(doc.get("repo")), _str(doc.get("revision")))
+    first = text.splitlines()[0].strip()
+    repo, sep, rev = first.rpartition("@")
+    return Revision(repo or None, rev or None) if sep else Revision(None, first)
+
+
+# ---- tcp probe ---------------------------------------------------------------------------------------
+
+
+def parse_tcp_probe(status: int | None, output: str) -> str:
+    """Outcome of `hosts.shell.tcp_probe`: 'open', 'refused' (the peer answered), 'timeout', 'unreachable'.
+
+    A refused connection still proves the peer's address is reachable: its kernel sent the reset.
+    """
+    if status == 0:
+        return "open"
+    low = output.lower()
+    if "refused" in low:
+        return "refused"
+    if status == 124 or "timed out" in low:
+        return "timeout"
+    return "unreachable"
