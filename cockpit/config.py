@@ -1,85 +1,391 @@
-"""cluster.toml: pydantic models of the deployment, loading with clear errors, discovery."""
+"""cluster.toml: pydantic models of the deployment, loading with clear errors, discovery, dumping.
+
+Every value that ends up on a host (paths, names, interface and HCA names, ports) is validated here,
+so the layers above can rely on it: no control characters, no shell metacharacters, absolute paths.
+"""
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
+import math
 import os
+import re
 import tomllib
+import typing
 from pathlib import Path
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from cockpit import constants as C
 
+# ---- value rules --------------------------------------------------------------------------------------
+
+SHELL_META = frozenset("$`\\;|&<>(){}*?[]'\"")
+_CONTROL_NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", "\x00": "a NUL byte"}
+_HCA = re.compile(r"[A-Za-z0-9_]{1,63}")
+_CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,127}")
+_HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,252}")
+_LOGIN = re.compile(r"[A-Za-z_][A-Za-z0-9._-]{0,31}")
+_REPO_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
+_REF = re.compile(r"[A-Za-z0-9._/-]{1,255}")
+_HEX40 = re.compile(r"[0-9a-fA-F]{40}")
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}")
+# Docker image reference (distribution/reference grammar): [domain[:port]/]path[/path...][:tag][@digest]
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REF = re.compile(
+    rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
+    r"(?::[\w][\w.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"
+)
+
+
+def _control_char(value: str) -> str | None:
+    for ch in value:
+        if ord(ch) < 32 or ord(ch) == 127:
+            return _CONTROL_NAMES.get(ch, f"a control character (U+{ord(ch):04X})")
+    return None
+
+
+def _no_control(value: str) -> str:
+    bad = _control_char(value)
+    if bad:
+        raise ValueError(f"{value!r} contains {bad}")
+    return value
+
+
+def _host_safe(value: str, what: str = "value") -> str:
+    """Reject what a host's shell (or the recipe's scripts) could misread: control chars, metacharacters."""
+    if not value:
+        raise ValueError(f"{what} is empty")
+    _no_control(value)
+    metas = sorted(set(value) & SHELL_META)
+    if metas:
+        shown = " ".join(metas)
+        raise ValueError(f"{value!r} contains shell metacharacter{'s' if len(metas) > 1 else ''} {shown}")
+    return value
+
+
+def _path_parts(value: str) -> None:
+    if len(value.encode()) > 4095:
+        raise ValueError(f"path is longer than 4095 bytes ({len(value.encode())})")
+    for part in value.split("/"):
+        if part == "..":
+            raise ValueError(f"{value!r} contains a '..' component")
+        if len(part.encode()) > 255:
+            raise ValueError(f"{value!r} has a component longer than 255 bytes")
+
+
+def host_path(value: str) -> str:
+    """An absolute path on a host."""
+    _host_safe(value, "path")
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is not an absolute path (it must start with '/')")
+    _path_parts(value)
+    return value
+
+
+def mount_path(value: str) -> str:
+    """An absolute host path that is bind-mounted into the container (docker -v SRC:DST splits on ':')."""
+    host_path(value)
+    if ":" in value:
+        raise ValueError(f"{value!r} contains ':', which docker -v cannot mount")
+    return value
+
+
+def recipe_dir_path(value: str) -> str:
+    """Absolute, or relative to the SSH login's home directory."""
+    _host_safe(value, "path")
+    if value.startswith("~"):
+        raise ValueError(f"{value!r}: write it relative to the login's home (e.g. 'r37-recipe'), "
+                         "'~' is not expanded")
+    if value.startswith("-"):
+        raise ValueError(f"{value!r} must not start with '-'")
+    _path_parts(value)
+    return value
+
+
+def repo_relative_path(value: str) -> str:
+    """A path inside a Hugging Face repository."""
+    _host_safe(value, "path")
+    if value.startswith(("/", "-", "~")):
+        raise ValueError(f"{value!r} must be relative to the repository root")
+    _path_parts(value)
+    return value
+
+
+def local_path(value: str) -> str:
+    """A path on the admin box (may start with '~')."""
+    if not value:
+        raise ValueError("path is empty")
+    return _no_control(value)
+
+
+def interface_name(value: str) -> str:
+    """Linux netdev name rules (1-15 bytes, not '.'/'..', no '/', ':' or whitespace), shell-safe."""
+    if not value:
+        raise ValueError("interface name is empty")
+    if value.isascii() and value.isprintable() and len(value) <= 15 and value not in (".", ".."):
+        bad = sorted(set(value) & (SHELL_META | set("/: ")))
+        if not bad:
+            return value
+    raise ValueError(f"{value!r} is not a valid network interface name (1-15 characters; "
+                     "no '/', ':', whitespace or shell metacharacters)")
+
+
+def hca_name(value: str) -> str:
+    if not _HCA.fullmatch(value):
+        raise ValueError(f"{value!r} is not a valid RDMA device name (letters, digits and '_', "
+                         "e.g. rocep1s0f0)")
+    return value
+
+
+def hca_list(value: Any) -> Any:
+    """`ib_hca` may be written as one string (optionally comma-separated) or a list."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",")]
+    return value
+
+
+def _hca_list_rules(value: list[str]) -> list[str]:
+    if not value:
+        raise ValueError("at least one HCA is required")
+    dupes = sorted({v for v in value if value.count(v) > 1})
+    if dupes:
+        raise ValueError(f"HCA {dupes[0]!r} is listed twice")
+    return value
+
+
+def ip_text(value: str) -> str:
+    """A valid IPv4 or IPv6 address, normalised (no scope id)."""
+    try:
+        addr = ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IPv4 or IPv6 address") from None
+    if isinstance(addr, ipaddress.IPv6Address) and addr.scope_id:
+        raise ValueError(f"{value!r}: scoped IPv6 addresses are not supported")
+    return str(addr)
+
+
+def ssh_target(value: str) -> str:
+    """A hostname, an IP address or an ssh_config alias; user and port go in their own keys."""
+    if not value:
+        raise ValueError("SSH target is empty")
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    if "@" in value:
+        raise ValueError(f"{value!r}: put the login name in 'user', not in 'ssh'")
+    if ":" in value or value.startswith("["):
+        raise ValueError(f"{value!r}: put the port in 'port', not in 'ssh'")
+    if value.startswith("-"):
+        raise ValueError(f"{value!r} must not start with '-'")
+    if not _HOSTNAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not a hostname, IP address or ssh_config alias")
+    return value
+
+
+def login_name(value: str) -> str:
+    if not _LOGIN.fullmatch(value):
+        raise ValueError(f"{value!r} is not a valid login name (letters, digits, '.', '_', '-'; "
+                         "starting with a letter or '_'; at most 32 characters)")
+    return value
+
+
+def container_name_text(value: str) -> str:
+    if not _CONTAINER.fullmatch(value):
+        raise ValueError(f"{value!r} is not a valid docker container name (letters, digits, '_', '.', "
+                         "'-'; starting with a letter or digit; 2-128 characters)")
+    return value
+
+
+def image_ref(value: str) -> str:
+    if len(value) > 255 or not _IMAGE_REF.fullmatch(value):
+        raise ValueError(f"{value!r} is not a valid docker image reference (e.g. {C.IMAGE_TAG})")
+    return value
+
+
+def repo_id(value: str) -> str:
+    owner, sep, name = value.partition("/")
+    ok = (sep and _REPO_PART.fullmatch(owner) and _REPO_PART.fullmatch(name)
+          and "--" not in value and ".." not in value)
+    if not ok:
+        raise ValueError(f"{value!r} is not a Hugging Face repository id 'owner/name'")
+    return value
+
+
+def revision_text(value: str) -> str:
+    """A 40-hex commit or a ref name that is safe on a command line."""
+    if _HEX40.fullmatch(value):
+        return value.lower()
+    ok = (_REF.fullmatch(value) and not value.startswith(("-", "/", "."))
+          and not value.endswith(("/", ".", ".lock")) and ".." not in value and "//" not in value
+          and "/." not in value)
+    if not ok:
+        raise ValueError(f"{value!r} is not a 40-hex commit or a safe ref name "
+                         "(letters, digits, '.', '_', '-', '/')")
+    return value
+
+
+def sha256_hex(value: str) -> str:
+    if not _HEX64.fullmatch(value):
+        raise ValueError(f"{value!r} is not a sha256 digest (64 hex digits)")
+    return value.lower()
+
+
+def image_id_text(value: str) -> str:
+    if not (value.startswith("sha256:") and _HEX64.fullmatch(value[7:])):
+        raise ValueError(f"{value!r} is not a docker image ID ('sha256:' and 64 hex digits)")
+    return value.lower()
+
+
+def cluster_name(value: str) -> str:
+    if not _CLUSTER_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not a valid cluster name (letters, digits, space, '_', '.', '-'; "
+                         "at most 64 characters)")
+    return value
+
+
+def int_range(lo: int, hi: int | None, what: str) -> AfterValidator:
+    def check(value: int) -> int:
+        if value < lo or (hi is not None and value > hi):
+            span = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+            raise ValueError(f"{what} {value} is out of range ({span})")
+        return value
+    return AfterValidator(check)
+
+
+def float_range(lo: float, hi: float | None, what: str, *, lo_open: bool = True) -> AfterValidator:
+    def check(value: float) -> float:
+        low_ok = value > lo if lo_open else value >= lo
+        if not math.isfinite(value) or not low_ok or (hi is not None and value > hi):
+            span = (f"{'(' if lo_open else '['}{lo:g}, {hi:g}]" if hi is not None
+                    else f"{'>' if lo_open else '>='} {lo:g}")
+            raise ValueError(f"{what} {value!r} is out of range {span}")
+        return value
+    return AfterValidator(check)
+
+
+Port = Annotated[int, int_range(1, 65535, "port")]
+Positive = Annotated[int, int_range(1, None, "value")]
+HostPath = Annotated[str, AfterValidator(host_path)]
+MountPath = Annotated[str, AfterValidator(mount_path)]
+RecipeDir = Annotated[str, AfterValidator(recipe_dir_path)]
+LocalPath = Annotated[str, AfterValidator(local_path)]
+Seconds = Annotated[float, float_range(0, None, "seconds")]
+
+# ---- models -------------------------------------------------------------------------------------------
+
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class ClusterSection(Strict):
-    name: str = "r37"
-    container_name: str = C.CONTAINER_NAME
-    api_port: int = C.API_PORT
-    coord_port: int = C.COORD_PORT
+    name: Annotated[str, AfterValidator(cluster_name)] = "r37"
+    container_name: Annotated[str, AfterValidator(container_name_text)] = C.CONTAINER_NAME
+    api_port: Port = C.API_PORT
+    coord_port: Port = C.COORD_PORT
 
 
 class ModelSection(Strict):
-    repo: str = C.DEALIGNAI_REPO
-    revision: str | None = None
-    path: str = "/srv/models/DeepSeek-V4.1-Flash-dealignai"
+    repo: Annotated[str, AfterValidator(repo_id)] = C.DEALIGNAI_REPO
+    revision: Annotated[str, AfterValidator(revision_text)] | None = None
+    path: MountPath = "/srv/models/DeepSeek-V4.1-Flash-dealignai"
     shared_readonly: bool = False
 
 
 class RuntimeSection(Strict):
-    recipe_repo: str = C.RECIPE_REPO
-    image_tag: str = C.IMAGE_TAG
-    image_id: str = C.IMAGE_ID
-    archive: str = C.RUNTIME_ARCHIVE
-    sha256: str = C.ARCHIVE_SHA256
-    size_bytes: int = C.ARCHIVE_SIZE
+    recipe_repo: Annotated[str, AfterValidator(repo_id)] = C.RECIPE_REPO
+    image_tag: Annotated[str, AfterValidator(image_ref)] = C.IMAGE_TAG
+    image_id: Annotated[str, AfterValidator(image_id_text)] = C.IMAGE_ID
+    archive: Annotated[str, AfterValidator(repo_relative_path)] = C.RUNTIME_ARCHIVE
+    sha256: Annotated[str, AfterValidator(sha256_hex)] = C.ARCHIVE_SHA256
+    size_bytes: Positive = C.ARCHIVE_SIZE
 
 
 class ServingSection(Strict):
-    maxlen: int = C.MAXLEN
-    seqs: int = C.SEQS
-    gmu: float = C.GMU
-    spec_k: int = C.SPEC_K
-    max_batched_tokens: int = 4096
+    maxlen: Positive = C.MAXLEN
+    seqs: Positive = C.SEQS
+    gmu: Annotated[float, float_range(0.0, 1.0, "gmu")] = C.GMU
+    spec_k: Annotated[int, int_range(0, None, "spec_k")] = C.SPEC_K
+    max_batched_tokens: Positive = 4096
     local_engram_edges: bool = True
 
 
 class PathsSection(Strict):
-    engram: str = "/srv/engram-local/DeepSeek-V4.1-Flash"
-    cache: str = "/srv/cache"
-    recipe_dir: str = "r37-recipe"
+    engram: MountPath = "/srv/engram-local/DeepSeek-V4.1-Flash"
+    cache: MountPath = "/srv/cache"
+    recipe_dir: RecipeDir = "r37-recipe"
 
 
 class BudgetSection(Strict):
-    checkpoint_bytes: int = C.CHECKPOINT_BUDGET
-    engram_bytes: int = C.ENGRAM_BUDGET
-    runtime_bytes: int = C.RUNTIME_BUDGET
-    min_mem_available_bytes: int = C.MIN_MEM_AVAILABLE
+    checkpoint_bytes: Positive = C.CHECKPOINT_BUDGET
+    engram_bytes: Positive = C.ENGRAM_BUDGET
+    runtime_bytes: Positive = C.RUNTIME_BUDGET
+    min_mem_available_bytes: Positive = C.MIN_MEM_AVAILABLE
 
 
 class SSHSection(Strict):
-    known_hosts: str | None = None
-    identity_file: str | None = None
-    connect_timeout: float = 10.0
-    keepalive_interval: float = 2.0
-    keepalive_count_max: int = 3
+    known_hosts: LocalPath | None = None
+    identity_file: LocalPath | None = None
+    connect_timeout: Seconds = 10.0
+    keepalive_interval: Annotated[float, float_range(0, None, "seconds", lo_open=False)] = 2.0
+    keepalive_count_max: Positive = 3
+
+
+_BINDING_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_KEYS = re.compile(r"[A-Za-z0-9_+-]{1,32}(?:,[A-Za-z0-9_+-]{1,32})*")
+_THEME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def keymap_rules(value: dict[str, str]) -> dict[str, str]:
+    """Binding id -> Textual key(s), e.g. {"quit": "ctrl+q", "help": "question_mark,f1"}."""
+    for binding, keys in value.items():
+        if not _BINDING_ID.fullmatch(binding):
+            raise ValueError(f"{binding!r} is not a binding id (letters, digits, '_', '.', '-')")
+        if not _KEYS.fullmatch(keys):
+            raise ValueError(f"{binding}: {keys!r} is not a key or comma-separated keys (e.g. 'ctrl+q')")
+    return value
+
+
+def theme_name(value: str) -> str:
+    if not _THEME.fullmatch(value):
+        raise ValueError(f"{value!r} is not a theme name (letters, digits, '_', '-')")
+    return value
+
+
+class UISection(Strict):
+    theme: Annotated[str, AfterValidator(theme_name)] | None = None
+    keymap: Annotated[dict[str, str], AfterValidator(keymap_rules)] = Field(default_factory=dict)
 
 
 class HostEntry(Strict):
-    rank: int
-    ssh: str
-    user: str | None = None
-    port: int | None = None
-    fabric_ip: str
-    fabric_iface: str
-    ib_hca: list[str]
-    gid_index: int = 3
-    model_path: str | None = None
-    engram_path: str | None = None
-    cache_path: str | None = None
-    recipe_dir: str | None = None
+    rank: Annotated[int, int_range(0, None, "rank")]
+    ssh: Annotated[str, AfterValidator(ssh_target)]
+    user: Annotated[str, AfterValidator(login_name)] | None = None
+    port: Port | None = None
+    fabric_ip: Annotated[str, AfterValidator(ip_text)]
+    fabric_iface: Annotated[str, AfterValidator(interface_name)]
+    ib_hca: Annotated[list[Annotated[str, AfterValidator(hca_name)]],
+                      BeforeValidator(hca_list), AfterValidator(_hca_list_rules)]
+    gid_index: Annotated[int, int_range(0, 255, "gid_index")] = 3
+    model_path: MountPath | None = None
+    engram_path: MountPath | None = None
+    cache_path: MountPath | None = None
+    recipe_dir: RecipeDir | None = None
 
 
 class ClusterConfig(Strict):
@@ -90,14 +396,90 @@ class ClusterConfig(Strict):
     paths: PathsSection = Field(default_factory=PathsSection)
     budget: BudgetSection = Field(default_factory=BudgetSection)
     ssh: SSHSection = Field(default_factory=SSHSection)
+    ui: UISection = Field(default_factory=UISection)
     hosts: list[HostEntry]
 
+    @model_validator(mode="after")
+    def _cross_checks(self) -> ClusterConfig:
+        problems = cross_problems(self)
+        if problems:
+            raise PydanticCustomError("cluster_problems", "{summary}",
+                                      {"summary": "; ".join(f"{k}: {r}" for k, r in problems),
+                                       "problems": problems})
+        return self
+
     def host(self, rank: int) -> HostEntry:
-        return next(h for h in self.hosts if h.rank == rank)
+        for h in self.hosts:
+            if h.rank == rank:
+                return h
+        raise KeyError(f"no host has rank {rank} (ranks: {sorted(self.ranks)})")
 
     @property
     def ranks(self) -> list[int]:
         return [h.rank for h in self.hosts]
+
+    def by_rank(self) -> list[HostEntry]:
+        """Hosts ordered by rank."""
+        return sorted(self.hosts, key=lambda h: h.rank)
+
+    def fabric_ips(self) -> list[str]:
+        """Fabric IPs ordered by rank (the recipe's NODE_IPS)."""
+        return [h.fabric_ip for h in self.by_rank()]
+
+    def model_path(self, rank: int) -> str:
+        return self.host(rank).model_path or self.model.path
+
+    def engram_path(self, rank: int) -> str:
+        return self.host(rank).engram_path or self.paths.engram
+
+    def cache_path(self, rank: int) -> str:
+        return self.host(rank).cache_path or self.paths.cache
+
+    def recipe_dir(self, rank: int) -> str:
+        return self.host(rank).recipe_dir or self.paths.recipe_dir
+
+
+def cross_problems(cfg: ClusterConfig) -> list[tuple[str, str]]:
+    """Rules across keys: ranks 0..N-1 once each, unique fabric IPs and SSH targets, distinct ports."""
+    problems: list[tuple[str, str]] = []
+    n = len(cfg.hosts)
+    if n == 0:
+        return [("hosts", "at least one [[hosts]] entry is required")]
+    seen_rank: dict[int, int] = {}
+    for i, h in enumerate(cfg.hosts):
+        if h.rank >= n:
+            problems.append((f"hosts[{i}].rank", f"rank {h.rank} is out of range: "
+                                                  f"{n} host{'s' if n > 1 else ''} need ranks 0..{n - 1}"))
+        elif h.rank in seen_rank:
+            problems.append((f"hosts[{i}].rank",
+                             f"rank {h.rank} is used twice (also by hosts[{seen_rank[h.rank]}])"))
+        else:
+            seen_rank[h.rank] = i
+    for missing in sorted(set(range(n)) - set(seen_rank)):
+        problems.append(("hosts", f"no host has rank {missing} "
+                                  f"({n} hosts need ranks 0..{n - 1}, each exactly once)"))
+    ips: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, int] = {}
+    targets: dict[tuple[str, int | None], int] = {}
+    for i, h in enumerate(cfg.hosts):
+        ip = ipaddress.ip_address(h.fabric_ip)
+        if ip in ips:
+            problems.append((f"hosts[{i}].fabric_ip",
+                             f"{h.fabric_ip!r} is also the fabric IP of rank {cfg.hosts[ips[ip]].rank}"))
+        else:
+            ips[ip] = i
+        key = (h.ssh, h.port)
+        if key in targets:
+            problems.append((f"hosts[{i}].ssh", f"{h.ssh!r} is also the SSH target of rank "
+                                                f"{cfg.hosts[targets[key]].rank} (one host per rank)"))
+        else:
+            targets[key] = i
+    if cfg.cluster.api_port == cfg.cluster.coord_port:
+        problems.append(("cluster.coord_port", f"the coordination port {cfg.cluster.coord_port} is the "
+                                               "same as the API port; they must differ"))
+    return problems
+
+
+# ---- errors -------------------------------------------------------------------------------------------
 
 
 class ConfigError(Exception):
@@ -113,6 +495,10 @@ class ConfigError(Exception):
         return "\n".join(f"{where}: {key}: {reason}" if key else f"{where}: {reason}"
                          for key, reason in self.problems)
 
+    def as_json(self) -> dict[str, Any]:
+        return {"ok": False, "path": str(self.path) if self.path else None,
+                "problems": [{"key": k, "reason": r} for k, r in self.problems]}
+
 
 def _loc(loc: tuple[str | int, ...]) -> str:
     out = ""
@@ -121,25 +507,128 @@ def _loc(loc: tuple[str | int, ...]) -> str:
     return out
 
 
+_TYPE_WORDS = {
+    "int_type": "an integer", "float_type": "a number", "string_type": "a string",
+    "bool_type": "true or false", "list_type": "an array", "model_type": "a table",
+    "dict_type": "a table", "model_attributes_type": "a table",
+}
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"float {value!r}"
+    if isinstance(value, str):
+        return f"string {value!r}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def _fields_at(loc: tuple[str | int, ...]) -> list[str]:
+    """Allowed keys of the table at `loc` (for 'did you mean')."""
+    model: Any = ClusterConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return []
+        ann = field.annotation
+        args = typing.get_args(ann)
+        model = args[0] if typing.get_origin(ann) is list and args else ann
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+    return list(model.model_fields)
+
+
+def _reason(err: Any) -> str:
+    kind = err["type"]
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "extra_forbidden":
+        allowed = _fields_at(err["loc"][:-1])
+        close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else (
+            f" (allowed: {', '.join(allowed)})" if allowed else "")
+        return f"unknown key{hint}"
+    if kind == "value_error":
+        return str(err["ctx"]["error"])
+    if kind in _TYPE_WORDS:
+        extra = " of tables ([[hosts]])" if err["loc"] == ("hosts",) else ""
+        return f"expected {_TYPE_WORDS[kind]}{extra}, got {_kind(err['input'])}"
+    return str(err["msg"])
+
+
+def problems_from(exc: ValidationError) -> list[tuple[str, str]]:
+    """(key path, human reason) for every error pydantic reported."""
+    out: list[tuple[str, str]] = []
+    for err in exc.errors():
+        if err["type"] == "cluster_problems":
+            out.extend(err["ctx"]["problems"])
+        else:
+            out.append((_loc(err["loc"]), _reason(err)))
+    return out
+
+
+_TOML_AT = re.compile(r"^(?P<msg>.*?)\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)$")
+
+
+def _toml_problem(exc: tomllib.TOMLDecodeError) -> str:
+    text = str(exc)
+    m = _TOML_AT.match(text)
+    if m:
+        return f"TOML syntax error at line {m['line']}, column {m['col']}: {m['msg']}"
+    return f"TOML syntax error: {text}"
+
+
+# ---- loading ------------------------------------------------------------------------------------------
+
+
+def config_from_data(data: dict[str, Any], path: Path | None = None) -> ClusterConfig:
+    """Validate already-parsed TOML data; ConfigError lists every problem."""
+    try:
+        return ClusterConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(path, problems_from(exc)) from None
+
+
 def parse_config(text: str, path: Path | None = None) -> ClusterConfig:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(path, [("", f"TOML syntax error: {exc}")]) from None
+        raise ConfigError(path, [("", _toml_problem(exc))]) from None
+    return config_from_data(data, path)
+
+
+def read_text_file(path: Path, what: str = "file") -> str:
+    """UTF-8 text of a file, or ConfigError with one clear problem."""
     try:
-        return ClusterConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(path, [(_loc(e["loc"]), e["msg"]) for e in exc.errors()]) from None
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(path, [("", f"{what} not found")]) from None
+    except IsADirectoryError:
+        raise ConfigError(path, [("", f"is a directory, not a {what}")]) from None
+    except PermissionError:
+        raise ConfigError(path, [("", f"permission denied reading the {what}")]) from None
+    except OSError as exc:
+        raise ConfigError(path, [("", f"cannot read the {what}: {exc.strerror or exc}")]) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(path, [("", f"not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line})")]
+                          ) from None
 
 
 def load_config(path: Path) -> ClusterConfig:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(path, [("", "file not found")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, [("", f"cannot read: {exc}")]) from None
-    return parse_config(text, path)
+    path = Path(path)
+    return parse_config(read_text_file(path), path)
 
 
 def discover_config(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -156,3 +645,74 @@ def discover_config(explicit: str | os.PathLike[str] | None = None) -> Path:
     raise ConfigError(None, [("", "no cluster.toml: pass --config PATH, or put one in ./cluster.toml or "
                                   f"{user}; `r37-cockpit demo` runs on a simulated cluster")])
 
+
+# ---- dumping ------------------------------------------------------------------------------------------
+
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
+                 "\r": "\\r"}
+
+
+def toml_string(value: str) -> str:
+    out = []
+    for ch in value:
+        if ch in _TOML_ESCAPES:
+            out.append(_TOML_ESCAPES[ch])
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value:_}" if abs(value) >= 100_000 else str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"cannot write {value!r} to TOML")
+        return repr(value)
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_string(key)
+
+
+def _table_lines(model: BaseModel, header: str) -> list[str]:
+    """`[header]` with the model's scalar keys, then a `[header.key]` sub-table for each dict value."""
+    lines = [header]
+    subtables: list[str] = []
+    name = header.strip("[]")
+    for key in type(model).model_fields:
+        value = getattr(model, key)
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            subtables += ["", f"[{name}.{toml_key(key)}]"]
+            subtables += [f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()]
+        else:
+            lines.append(f"{key} = {toml_value(value)}")
+    return lines + subtables
+
+
+def dump_config(cfg: ClusterConfig, header: str | None = None) -> str:
+    """cluster.toml text of `cfg` (every key written, None omitted); parse_config(dump_config(c)) == c."""
+    lines: list[str] = []
+    if header:
+        lines += [f"# {line}".rstrip() for line in header.splitlines()]
+        lines.append("")
+    for name in ClusterConfig.model_fields:
+        if name == "hosts":
+            continue
+        lines += [*_table_lines(getattr(cfg, name), f"[{name}]"), ""]
+    for host in cfg.hosts:
+        lines += [*_table_lines(host, "[[hosts]]"), ""]
+    return "\n".join(lines)

@@ -1,0 +1,181 @@
+"""Headless config commands for the CLI: check a cluster.toml, import and export the recipe's cluster.env.
+
+Each returns `(ok, text, data)`: `text` is what the CLI prints, `data` what `--json` prints. Expected
+failures (bad file, existing output) come back as ok=False, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cockpit.config import (
+    ClusterConfig,
+    ConfigError,
+    discover_config,
+    dump_config,
+    load_config,
+    read_text_file,
+)
+from cockpit.envfile import config_from_env, env_for_rank, parse_env
+
+Result = tuple[bool, str, dict[str, Any]]
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def host_rows(cfg: ClusterConfig) -> list[dict[str, Any]]:
+    """Every host with its resolved paths, ordered by rank."""
+    return [{
+        "rank": h.rank, "ssh": h.ssh, "user": h.user, "port": h.port, "fabric_ip": h.fabric_ip,
+        "fabric_iface": h.fabric_iface, "ib_hca": list(h.ib_hca), "gid_index": h.gid_index,
+        "model_path": cfg.model_path(h.rank), "engram_path": cfg.engram_path(h.rank),
+        "cache_path": cfg.cache_path(h.rank), "recipe_dir": cfg.recipe_dir(h.rank),
+    } for h in cfg.by_rank()]
+
+
+def config_notes(cfg: ClusterConfig) -> list[str]:
+    """Things that are valid but worth a second look."""
+    notes = []
+    if cfg.model.revision is None:
+        notes.append("model.revision is not set: checkpoint downloads are not pinned to a commit")
+    same = [h.rank for h in cfg.by_rank() if h.ssh == h.fabric_ip]
+    if same:
+        notes.append(f"rank{'s' if len(same) > 1 else ''} {', '.join(map(str, same))}: the SSH target is "
+                     "the fabric IP; review hosts[].ssh (the admin box usually reaches hosts another way)")
+    return notes
+
+
+def summary(cfg: ClusterConfig) -> str:
+    """Human summary of a resolved config: cluster, model, runtime, serving, hosts table."""
+    c, m, r, s = cfg.cluster, cfg.model, cfg.runtime, cfg.serving
+    lines = [
+        f"cluster   {c.name}: container {c.container_name}, API port {c.api_port}, "
+        f"coordination port {c.coord_port}",
+        f"model     {m.repo} @ {m.revision or 'unpinned'}"
+        f"{' (shared read-only)' if m.shared_readonly else ''}",
+        f"runtime   {r.image_tag} {r.image_id}",
+        f"serving   maxlen {s.maxlen}, seqs {s.seqs}, gmu {s.gmu:g}, spec_k {s.spec_k}, "
+        f"max batched tokens {s.max_batched_tokens}, "
+        f"local Engram edges {'on' if s.local_engram_edges else 'off'}",
+        "",
+    ]
+    rows = [["RANK", "SSH TARGET", "FABRIC IP", "IFACE", "HCA", "GID"]]
+    for h in cfg.by_rank():
+        target = f"{h.user + '@' if h.user else ''}{h.ssh}{':' + str(h.port) if h.port else ''}"
+        rows.append([str(h.rank), target, h.fabric_ip, h.fabric_iface, ",".join(h.ib_hca), str(h.gid_index)])
+    lines += _table(rows)
+    path_rows = [["RANK", "MODEL", "ENGRAM", "CACHE", "RECIPE DIR"]]
+    for h in cfg.by_rank():
+        path_rows.append([str(h.rank), cfg.model_path(h.rank), cfg.engram_path(h.rank),
+                          cfg.cache_path(h.rank), cfg.recipe_dir(h.rank)])
+    lines += ["", *_table(path_rows)]
+    return "\n".join(lines)
+
+
+def check(path: str | os.PathLike[str] | None = None) -> Result:
+    """Load and validate cluster.toml (discovered when `path` is None) and summarise it."""
+    try:
+        where = discover_config(path)
+        cfg = load_config(where)
+    except ConfigError as exc:
+        return False, exc.render(), exc.as_json()
+    notes = config_notes(cfg)
+    text = f"{where}: OK, {len(cfg.hosts)} host{'s' if len(cfg.hosts) != 1 else ''}\n\n{summary(cfg)}"
+    if notes:
+        text += "\n\n" + "\n".join(f"note: {n}" for n in notes)
+    data = {"ok": True, "path": str(where), "hosts": host_rows(cfg), "notes": notes,
+            "config": cfg.model_dump(mode="json")}
+    return True, text, data
+
+
+def write_new(path: Path, text: str, *, force: bool = False, mode: int = 0o644) -> None:
+    """Write `text` atomically (temp file in the same directory, then link or rename).
+
+    Without `force` an existing file is never replaced: the final step is a hard link, which fails if
+    the name exists (a plain existence check stands in on filesystems without hard links).
+    Raises FileExistsError or OSError.
+    """
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory")
+    if not force and (path.exists() or path.is_symlink()):
+        raise FileExistsError(f"{path} exists (use --force to replace it)")
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, mode)
+        if force:
+            os.replace(tmp, path)
+            return
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise FileExistsError(f"{path} exists (use --force to replace it)") from None
+        except OSError:
+            if path.exists():
+                raise FileExistsError(f"{path} exists (use --force to replace it)") from None
+            os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _write_failure(path: Path, exc: OSError) -> str:
+    if isinstance(exc, (FileExistsError, IsADirectoryError)):
+        return str(exc)
+    return f"{path}: cannot write: {exc.strerror or exc}"
+
+
+def import_env(env_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
+               force: bool = False) -> Result:
+    """cluster.env -> cluster.toml (never overwrites without force; written atomically)."""
+    src, dst = Path(env_path), Path(out_path)
+    try:
+        values = parse_env(read_text_file(src, "cluster.env"), src)
+        cfg = config_from_env(values, src)
+    except ConfigError as exc:
+        return False, exc.render(), exc.as_json()
+    header = (f"cluster.toml imported by r37-cockpit from {src.name}.\n"
+              f"model.repo ({cfg.model.repo}) was inferred from MODEL_PATH: check it.\n"
+              "SSH targets (hosts[].ssh) were set to the fabric IPs: review them, and add user/port\n"
+              "where your ~/.ssh/config does not cover them.")
+    try:
+        write_new(dst, dump_config(cfg, header=header), force=force)
+    except OSError as exc:
+        reason = _write_failure(dst, exc)
+        return False, reason, {"ok": False, "path": str(dst), "problems": [{"key": "", "reason": reason}]}
+    notes = config_notes(cfg)
+    text = f"wrote {dst} ({len(cfg.hosts)} hosts from {src})\n" + "\n".join(f"note: {n}" for n in notes)
+    return True, text.rstrip("\n"), {"ok": True, "path": str(dst), "source": str(src),
+                                     "hosts": host_rows(cfg), "notes": notes}
+
+
+def export_env(cfg: ClusterConfig, rank: int, out_path: str | os.PathLike[str] | None = None,
+               force: bool = False) -> Result:
+    """One rank's cluster.env: returned as `text` when out_path is None, else written (no overwrite)."""
+    if rank not in cfg.ranks:
+        reason = f"no host has rank {rank} (ranks: {', '.join(map(str, sorted(cfg.ranks)))})"
+        return False, reason, {"ok": False, "rank": rank, "problems": [{"key": "rank", "reason": reason}]}
+    text = env_for_rank(cfg, rank)
+    if out_path is None:
+        return True, text, {"ok": True, "rank": rank, "path": None, "env": text}
+    dst = Path(out_path)
+    try:
+        write_new(dst, text, force=force)
+    except OSError as exc:
+        reason = _write_failure(dst, exc)
+        return False, reason, {"ok": False, "rank": rank, "path": str(dst),
+                               "problems": [{"key": "", "reason": reason}]}
+    return True, f"wrote {dst} (cluster.env for rank {rank})", {"ok": True, "rank": rank,
+                                                                "path": str(dst), "env": text}
