@@ -1,0 +1,256 @@
+"""Streaming client benchmark: CPU time per streamed token, and TTFT / decode tok/s against ground truth.
+
+Starts the simulated engine (`python -m cockpit.sim.engine serve-ready`, no jitter, no idle boost) in a
+process of its own, reads its timing model from `GET /sim/schedule`, and streams requests through the
+cockpit's `ApiClient` (thinking off, prose). For each request:
+
+- client CPU per token = process CPU time of this (client) process while streaming / completion tokens
+  (from `usage`);
+- TTFT error = client TTFT vs the schedule's `prompt_tokens / prefill_tok_s + step_time(1)`;
+- decode error = client `(completion_tokens - 1) / (t_end - t_first)` vs the schedule's single-stream rate.
+
+The schedule leaves out the server's own request handling (HTTP parse, prompt tokenisation) and any
+stall of a loaded machine, so the engine's per-request timings (`/metrics` histograms
+`time_to_first_token_seconds`, `request_decode_time_seconds`, read before and after each request) are
+also reported: client minus engine is the client's own measurement error.
+
+    python bench/perf/stream.py [--speed 4] [--requests 6] [--max-tokens 800] [--json]
+
+Targets: |error| <= 1 %, <= 50 us CPU per token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cockpit.api import ApiClient, ChatRequest, Finished, StreamError
+
+REPO = Path(__file__).resolve().parents[2]
+CPU_TARGET_US = 50.0
+ERROR_TARGET_PCT = 1.0
+SHORT_PROMPT = "Write a long essay about the ocean."
+FILLER = "The tide comes in and goes out along the quiet harbour wall every day. "
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_engine(port: int, speed: float) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    argv = [
+        sys.executable,
+        "-m",
+        "cockpit.sim.engine",
+        "serve-ready",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--speed",
+        str(speed),
+        "--jitter",
+        "0",
+        "--idle-factor",
+        "1.0",
+    ]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+
+
+async def wait_ready(client: ApiClient, proc: subprocess.Popen[bytes] | None, timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"the simulated engine exited with {proc.returncode}")
+        if (await client.health()).ok:
+            return
+        await asyncio.sleep(0.1)
+    raise SystemExit("the simulated engine did not become ready")
+
+
+async def schedule(client: ApiClient) -> dict[str, Any]:
+    resp = await client._http.get("/sim/schedule")  # the sim's own route: ground truth, not the cockpit's API
+    resp.raise_for_status()
+    info: dict[str, Any] = resp.json()
+    return info["model"]
+
+
+def metric_sums(text: str) -> dict[str, float]:
+    """`name_sum` and `name_count` values of the engine's /metrics (one engine, no label split)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("vllm:") and ("_sum{" in line or "_count{" in line):
+            name, _, value = line.rpartition(" ")
+            out[name.split("{")[0]] = float(value)
+    return out
+
+
+async def engine_timing(client: ApiClient, before: dict[str, float]) -> tuple[float, float]:
+    """(TTFT s, decode s) the engine measured for the one request since `before`."""
+    after = metric_sums(await client.metrics_text())
+
+    def delta(name: str) -> float:
+        n = after[f"vllm:{name}_count"] - before.get(f"vllm:{name}_count", 0.0)
+        if n != 1:
+            raise SystemExit(f"expected one finished request in {name}, saw {n:g} (is the engine shared?)")
+        return after[f"vllm:{name}_sum"] - before.get(f"vllm:{name}_sum", 0.0)
+
+    return delta("time_to_first_token_seconds"), delta("request_decode_time_seconds")
+
+
+def expected(model: dict[str, Any], prompt_tokens: int) -> tuple[float, float]:
+    """(TTFT s, decode tok/s) of a single prose stream, on the engine's clock."""
+    step1 = (model["base_s"] + model["per_seq_s"]) * model["time_scale"]
+    ttft = prompt_tokens / model["prefill_tok_s"] * model["time_scale"] + step1
+    return ttft, model["tokens_per_step"]["prose"] / step1
+
+
+async def one(client: ApiClient, prompt: str, max_tokens: int) -> dict[str, Any]:
+    req = ChatRequest(
+        [{"role": "user", "content": prompt}],
+        thinking=False,
+        temperature=0,
+        top_p=None,
+        max_tokens=max_tokens,
+    )
+    cpu0 = time.process_time()
+    async with client.chat_stream(req) as stream:
+        async for event in stream:
+            if isinstance(event, StreamError):
+                raise SystemExit(f"stream failed: {event.message}")
+            if isinstance(event, Finished):
+                result = event.result
+    cpu = time.process_time() - cpu0
+    stats = result.stats
+    assert stats is not None and result.usage is not None
+    return {
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+        "chunks": stats.chunks,
+        "ttft_s": stats.ttft_s,
+        "decode_tps": stats.decode_tps,
+        "cpu_s": cpu,
+        "cpu_us_per_token": cpu / result.usage.completion_tokens * 1e6,
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    proc = None
+    url = args.url
+    if url is None:
+        port = free_port()
+        proc = start_engine(port, args.speed)
+        url = f"http://127.0.0.1:{port}"
+    try:
+        async with ApiClient(url) as client:
+            await wait_ready(client, proc)
+            model = await schedule(client)
+            await one(client, "Say hello.", 8)  # warm-up: connection pool, imports, JIT-free paths
+            rows = []
+            for i in range(args.requests):
+                long_prompt = i % 2 == 1
+                prompt = f"[{i}] " + (
+                    FILLER * args.filler_repeats + SHORT_PROMPT if long_prompt else SHORT_PROMPT
+                )
+                before = metric_sums(await client.metrics_text())
+                row = await one(client, prompt, args.max_tokens)
+                eng_ttft, eng_decode = await engine_timing(client, before)
+                eng_tps = (row["completion_tokens"] - 1) / eng_decode
+                row["engine_ttft_s"] = eng_ttft
+                row["engine_decode_tps"] = eng_tps
+                row["client_vs_engine_ttft_ms"] = (row["ttft_s"] - eng_ttft) * 1000
+                row["client_vs_engine_ttft_pct"] = (row["ttft_s"] - eng_ttft) / eng_ttft * 100
+                row["client_vs_engine_decode_pct"] = (row["decode_tps"] - eng_tps) / eng_tps * 100
+                ttft_exp, tps_exp = expected(model, row["prompt_tokens"])
+                row["ttft_expected_s"] = ttft_exp
+                row["ttft_error_pct"] = (row["ttft_s"] - ttft_exp) / ttft_exp * 100
+                row["ttft_error_ms"] = (row["ttft_s"] - ttft_exp) * 1000
+                row["decode_expected_tps"] = tps_exp
+                row["decode_error_pct"] = (row["decode_tps"] - tps_exp) / tps_exp * 100
+                rows.append(row)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+    tokens = sum(r["completion_tokens"] for r in rows)
+    cpu_us = sum(r["cpu_s"] for r in rows) / tokens * 1e6
+    worst_ttft = max(abs(r["ttft_error_pct"]) for r in rows)
+    worst_decode = max(abs(r["decode_error_pct"]) for r in rows)
+    return {
+        "url": url,
+        "speed": args.speed,
+        "requests": rows,
+        "tokens": tokens,
+        "cpu_us_per_token": cpu_us,
+        "chunks_per_token": sum(r["chunks"] for r in rows) / tokens,
+        "ttft_error_pct_worst": worst_ttft,
+        "ttft_error_ms_median": statistics.median(r["ttft_error_ms"] for r in rows),
+        "decode_error_pct_worst": worst_decode,
+        "client_vs_engine_ttft_pct_worst": max(abs(r["client_vs_engine_ttft_pct"]) for r in rows),
+        "client_vs_engine_ttft_ms_median": statistics.median(r["client_vs_engine_ttft_ms"] for r in rows),
+        "client_vs_engine_decode_pct_worst": max(abs(r["client_vs_engine_decode_pct"]) for r in rows),
+        "targets": {"cpu_us_per_token": CPU_TARGET_US, "error_pct": ERROR_TARGET_PCT},
+        "pass": cpu_us <= CPU_TARGET_US
+        and worst_ttft <= ERROR_TARGET_PCT
+        and worst_decode <= ERROR_TARGET_PCT,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "--speed", type=float, default=1.0, help="engine speed-up (1 = the card: 50.5 tok/s single stream)"
+    )
+    p.add_argument(
+        "--requests", type=int, default=4, help="measured requests (alternating short/long prompt)"
+    )
+    p.add_argument("--max-tokens", type=int, default=400)
+    p.add_argument("--filler-repeats", type=int, default=250, help="filler sentences in the long prompt")
+    p.add_argument("--url", help="use a running simulated engine instead of starting one")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    out = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(
+            f"{'prompt':>7} {'tokens':>6} {'chunks':>6} {'TTFT ms':>8} {'sched':>8} {'engine':>8} "
+            f"{'tok/s':>7} {'sched':>7} {'engine':>7} {'CPU us/tok':>10}"
+        )
+        for r in out["requests"]:
+            print(
+                f"{r['prompt_tokens']:>7} {r['completion_tokens']:>6} {r['chunks']:>6} "
+                f"{r['ttft_s'] * 1000:>8.2f} {r['ttft_expected_s'] * 1000:>8.2f} "
+                f"{r['engine_ttft_s'] * 1000:>8.2f} "
+                f"{r['decode_tps']:>7.2f} {r['decode_expected_tps']:>7.2f} {r['engine_decode_tps']:>7.2f} "
+                f"{r['cpu_us_per_token']:>10.1f}"
+            )
+        print(f"client CPU per token: {out['cpu_us_per_token']:.1f} us (target <= {CPU_TARGET_US:g})")
+        print(
+            f"vs schedule: TTFT error worst {out['ttft_error_pct_worst']:.2f} %, "
+            f"median {out['ttft_error_ms_median']:+.2f} ms; decode tok/s error worst "
+            f"{out['decode_error_pct_worst']:.2f} % (target <= {ERROR_TARGET_PCT:g} %)"
+        )
+        print(
+            f"client vs engine's own timing: TTFT worst {out['client_vs_engine_ttft_pct_worst']:.2f} % "
+            f"(median {out['client_vs_engine_ttft_ms_median']:+.2f} ms), "
+            f"decode worst {out['client_vs_engine_decode_pct_worst']:.2f} %"
+        )
+        print("PASS" if out["pass"] else "FAIL")
+    return 0 if out["pass"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

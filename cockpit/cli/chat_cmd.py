@@ -1,0 +1,332 @@
+"""`r37-cockpit chat` (one streamed request, headless) and `r37-cockpit smoke` (the card's smoke test).
+
+Both reach rank 0's API through an SSH local forward (only rank 0's connection is opened), or through
+``--api-url`` (a gateway; then no cluster.toml is needed). The answer goes to stdout, thinking text to
+stderr (labelled, dimmed on a terminal), so ``chat … > answer.txt`` keeps only the answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, TextIO
+
+from cockpit.api import (
+    ChatInputError,
+    ChatSession,
+    ChatSettings,
+    ContentDelta,
+    Finished,
+    ReasoningDelta,
+    SmokeStep,
+    StreamError,
+    ToolCall,
+    load_tools,
+    run_smoke,
+)
+from cockpit.api.chat import EFFORT_LEVELS
+from cockpit.api.endpoint import ApiEndpoint, EndpointDown, EndpointStatus, rank0_fleet_connected
+from cockpit.api.smoke import all_passed
+from cockpit.api.stream import ChatResult, StreamStats
+from cockpit.cli.common import CliError, add_json, load, print_json, run_async
+from cockpit.hosts import Fleet
+
+EXIT_STREAM_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOT_READY = 3
+
+
+def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--api-url", metavar="URL",
+                   help="reach the API at URL (an authenticated gateway) instead of the SSH tunnel to rank 0")
+    p.add_argument("--wait", type=float, default=0.0, metavar="S",
+                   help="wait up to S seconds for the API to become ready (default: do not wait)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds to wait for rank 0's SSH connection (default: ssh.connect_timeout + 2)")
+    add_json(p)
+
+
+def _float_arg(lo: float, hi: float, name: str, lo_open: bool = False) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, not {text!r}") from None
+        if value > hi or value < lo or (lo_open and value == lo):
+            raise argparse.ArgumentTypeError(f"{name} must be within {'(' if lo_open else '['}{lo}, {hi}]")
+        return value
+    return parse
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {value}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "chat", help="send one prompt to the model and stream the answer",
+        description="Stream one answer from the deployed model to stdout (thinking text to stderr). "
+                    "Defaults are the serving defaults: thinking on, effort xhigh, temperature 1.0, "
+                    "top_p 0.95. Exit 0 on a finished answer, 1 if the stream failed, 2 for bad input, "
+                    "3 if the API is not ready or the tunnel is down.")
+    p.add_argument("prompt", help="the user message")
+    p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=True,
+                   help="thinking mode (default: on)")
+    p.add_argument("--effort", choices=sorted(EFFORT_LEVELS, key=EFFORT_LEVELS.__getitem__), default="xhigh",
+                   help="reasoning effort with thinking on (default: xhigh)")
+    p.add_argument("--temperature", type=_float_arg(0.0, 2.0, "temperature"), default=1.0)
+    p.add_argument("--top-p", type=_float_arg(0.0, 1.0, "top_p", lo_open=True), default=0.95)
+    p.add_argument("--max-tokens", type=_positive_int, default=None)
+    p.add_argument("--system", metavar="TEXT", help="a system prompt")
+    p.add_argument("--image", action="append", default=[], metavar="FILE",
+                   help="attach a local image (PNG, JPEG, WebP, GIF; up to 4)")
+    p.add_argument("--tools", metavar="FILE", help="JSON file of function tools the model may call")
+    _add_endpoint_args(p)
+    p.set_defaults(func=run_chat)
+
+    s = sub.add_parser(
+        "smoke", help="run the recipe's smoke test against the API",
+        description="/health, /v1/models, the card's request (two sentences about the ocean), a counting "
+                    "check and one tool call; pass/fail per step with timings. Exit 1 if any step fails.")
+    _add_endpoint_args(s)
+    s.set_defaults(func=run_smoke_cmd)
+
+
+# --- endpoint --------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def open_endpoint(args: argparse.Namespace) -> AsyncIterator[ApiEndpoint]:
+    """The endpoint of ``--api-url``, or the tunnel through rank 0 (connecting only rank 0's host)."""
+    if args.api_url:
+        async with ApiEndpoint(None, 0, api_url=args.api_url) as endpoint:
+            yield endpoint
+        return
+    _, config = load(args)
+    fleet = Fleet(config)
+    try:
+        timeout = args.timeout if args.timeout is not None else config.ssh.connect_timeout + 2
+        await rank0_fleet_connected(fleet, timeout)  # not connected: check() reports the tunnel down
+        async with ApiEndpoint(fleet, config.cluster.api_port) as endpoint:
+            yield endpoint
+    finally:
+        await fleet.close()
+
+
+async def ready_status(endpoint: ApiEndpoint, wait: float) -> EndpointStatus:
+    return await endpoint.wait_ready(wait) if wait > 0 else await endpoint.check()
+
+
+def _say_not_ready(status: EndpointStatus) -> None:
+    print(f"r37-cockpit: API not ready ({status.state}): {status.message}", file=sys.stderr)
+    if status.remedy:
+        print(f"  remedy: {status.remedy}", file=sys.stderr)
+
+
+# --- chat ------------------------------------------------------------------------------------------
+
+
+def build_session(args: argparse.Namespace) -> ChatSession:
+    """Check images and tools before anything is sent; bad input is a CliError (exit 2)."""
+    try:
+        tools = load_tools(args.tools) if args.tools else None
+        settings = ChatSettings(thinking=args.thinking, reasoning_effort=args.effort,
+                                temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
+                                system=args.system)
+        session = ChatSession(settings, tools)
+        for path in args.image:
+            session.attach_image(path)
+        session.add_user(args.prompt)
+        session.request()  # validates the settings
+    except ChatInputError as exc:
+        raise CliError(str(exc), EXIT_BAD_INPUT) from None
+    return session
+
+
+def tool_call_dict(call: ToolCall) -> dict[str, Any]:
+    try:
+        args: Any = call.arguments()
+    except ValueError:
+        args = None
+    return {"id": call.id, "name": call.name, "arguments": args, "arguments_json": call.arguments_json}
+
+
+def result_dict(result: ChatResult | None, stats: StreamStats | None, url: str) -> dict[str, Any]:
+    """What ``chat --json`` prints for a finished (or partial) answer."""
+    usage = result.usage if result else None
+    return {
+        "api_url": url,
+        "text": result.content if result else "",
+        "reasoning": result.reasoning if result else "",
+        "tool_calls": [tool_call_dict(c) for c in result.tool_calls] if result else [],
+        "finish_reason": result.finish_reason if result else None,
+        "usage": None if usage is None else {
+            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens, "reasoning_tokens": usage.reasoning_tokens},
+        "ttft_s": stats.ttft_s if stats else None,
+        "decode_tps": stats.decode_tps if stats else None,
+        "total_s": stats.total_s if stats else None,
+        "chunks": stats.chunks if stats else None,
+        "model": result.model if result else None,
+    }
+
+
+def stats_line(result: ChatResult | None, stats: StreamStats | None) -> str:
+    """`TTFT 0.31 s · 50.4 tok/s · 128 tokens · finish stop` (values that are unknown are left out)."""
+    parts = []
+    if stats and stats.ttft_s is not None:
+        parts.append(f"TTFT {stats.ttft_s:.2f} s")
+    if stats and stats.decode_tps is not None:
+        parts.append(f"{stats.decode_tps:.1f} tok/s")
+    if result and result.usage:
+        parts.append(f"{result.usage.completion_tokens} tokens")
+    if result:
+        parts.append(f"finish {result.finish_reason or '?'}")
+    return " · ".join(parts)
+
+
+def format_tool_call(call: ToolCall) -> str:
+    try:
+        pretty = json.dumps(call.arguments(), indent=2, ensure_ascii=False)
+    except ValueError:
+        pretty = call.arguments_json
+    return f"tool call {call.name} (id {call.id}):\n{pretty}"
+
+
+class _Printer:
+    """Writes content to ``out`` and reasoning to ``err``, labelling each switch between the two."""
+
+    def __init__(self, out: TextIO, err: TextIO):
+        self.out, self.err = out, err
+        self.dim = err.isatty()
+        self.in_reasoning = False
+        self.wrote_content = False
+
+    def reasoning(self, text: str) -> None:
+        if not self.in_reasoning:
+            self.err.write(("\x1b[2m" if self.dim else "") + "thinking: ")
+            self.in_reasoning = True
+        self.err.write(text)
+        self.err.flush()
+
+    def content(self, text: str) -> None:
+        self._end_reasoning()
+        self.out.write(text)
+        self.out.flush()
+        self.wrote_content = True
+
+    def _end_reasoning(self) -> None:
+        if self.in_reasoning:
+            self.err.write(("\x1b[0m" if self.dim else "") + "\n")
+            self.err.flush()
+            self.in_reasoning = False
+
+    def finish(self) -> None:
+        self._end_reasoning()
+        if self.wrote_content:
+            self.out.write("\n")
+            self.out.flush()
+
+
+async def chat_main(args: argparse.Namespace, session: ChatSession) -> int:
+    async with open_endpoint(args) as endpoint:
+        status = await ready_status(endpoint, args.wait)
+        if not status.ok:
+            if args.json:
+                print_json({"api": status.to_dict(), "error": status.message})
+            _say_not_ready(status)
+            return EXIT_NOT_READY
+        client = await endpoint.client()
+        printer = None if args.json else _Printer(sys.stdout, sys.stderr)
+        result: ChatResult | None = None
+        error: StreamError | None = None
+        async with client.chat_stream(session.request()) as stream:
+            async for event in stream:
+                if printer and isinstance(event, ReasoningDelta):
+                    printer.reasoning(event.text)
+                elif printer and isinstance(event, ContentDelta):
+                    printer.content(event.text)
+                elif isinstance(event, Finished):
+                    result = event.result
+                elif isinstance(event, StreamError):
+                    error = event
+                    result = event.partial
+            stats = stream.stats
+    if args.json:
+        out = result_dict(result, stats, client.base_url)
+        if error:
+            out["error"] = {"kind": error.kind, "message": error.message, "remedy": error.remedy}
+        print_json(out)
+    else:
+        assert printer is not None
+        printer.finish()
+        for call in result.tool_calls if result else ():
+            print(format_tool_call(call))
+        line = stats_line(result, stats)
+        if line:
+            print(line, file=sys.stderr)
+        if error:
+            print(f"r37-cockpit: stream failed ({error.kind}): {error.message}", file=sys.stderr)
+            if error.remedy:
+                print(f"  remedy: {error.remedy}", file=sys.stderr)
+    return EXIT_STREAM_FAILED if error else 0
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    session = build_session(args)
+    return run_async(chat_main(args, session))
+
+
+# --- smoke -----------------------------------------------------------------------------------------
+
+
+def step_dict(step: SmokeStep) -> dict[str, Any]:
+    return {"name": step.name, "ok": step.ok, "detail": step.detail, "seconds": round(step.seconds, 4),
+            "remedy": step.remedy}
+
+
+async def smoke_main(args: argparse.Namespace) -> list[SmokeStep]:
+    steps: list[SmokeStep] = []
+    async with open_endpoint(args) as endpoint:
+        t0 = time.perf_counter()
+        if args.wait > 0:
+            await endpoint.wait_ready(args.wait)
+        try:
+            client = await endpoint.client()
+        except EndpointDown as exc:  # the tunnel step fails, nothing else can run
+            step = SmokeStep("tunnel", False, exc.status.message, time.perf_counter() - t0, exc.status.remedy)
+            _print_step(step, args.json)
+            return [step]
+        async for step in run_smoke(client):
+            steps.append(step)
+            _print_step(step, args.json)
+    return steps
+
+
+def _print_step(step: SmokeStep, as_json: bool) -> None:
+    if as_json:
+        return
+    mark = "PASS" if step.ok else "FAIL"
+    print(f"{mark}  {step.name:<13} {step.seconds:7.3f} s  {step.detail}", flush=True)
+    if not step.ok and step.remedy:
+        print(f"      remedy: {step.remedy}", flush=True)
+
+
+def run_smoke_cmd(args: argparse.Namespace) -> int:
+    steps = run_async(smoke_main(args))
+    passed = all_passed(steps)
+    if args.json:
+        print_json({"passed": passed, "steps": [step_dict(s) for s in steps]})
+    else:
+        print("smoke test " + ("passed" if passed else "FAILED"))
+    return 0 if passed else 1

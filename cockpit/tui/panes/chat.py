@@ -1,0 +1,575 @@
+"""Chat pane: the operator's conversation with the deployed model, and the smoke test on one key.
+
+The API is reached through the SSH tunnel to rank 0 (or ``ctx.api_url``) via :class:`ApiEndpoint`; a
+worker polls ``/health`` with backoff and the status line says whether the tunnel is down or the API is
+not ready, with the remedy. Streams run in a worker; their events go through :meth:`ChatPane.feed`
+(also what snapshot tests call) into buffers that a 50 ms timer renders. The stop key cancels the
+worker, which closes the HTTP response, so the engine aborts the request.
+
+Typed commands (Enter sends anything else as a message): /temp T, /top_p P, /max N|off, /effort E,
+/think on|off, /image PATH, /tools PATH|off, /tool ID TEXT, /save PATH, /load PATH,
+/clear, /help. With tool calls pending, a plain line is the result of the first pending call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+from cockpit.api import (
+    ChatEvent,
+    ChatInputError,
+    ChatRequest,
+    ChatResult,
+    ChatSession,
+    ContentDelta,
+    Finished,
+    ReasoningDelta,
+    SmokeStep,
+    StreamError,
+    StreamStats,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+    load_tools,
+    run_smoke,
+)
+from cockpit.api.chat import EFFORT_LEVELS
+from cockpit.api.endpoint import ApiEndpoint, EndpointDown, EndpointStatus
+from cockpit.api.smoke import all_passed
+from cockpit.tui.context import CockpitContext
+from cockpit.tui.widgets.chat_turns import AssistantTurn, Notice, SmokeTurn, ToolResultTurn, UserTurn
+
+FLUSH_EVERY = 0.05
+EFFORTS = list(EFFORT_LEVELS)  # low, high, xhigh, max
+MAX_TURN_WIDGETS = 400
+HELP = ("commands: /temp T · /top_p P · /max N|off · /effort low|high|xhigh|max · /think on|off · "
+        "/image PATH · /tools PATH|off · /tool ID TEXT · /save PATH · /load PATH · /clear")
+STATE_LOOK = {
+    "ready": ("●", "bold green"),
+    "checking": ("…", "dim"),
+    "tunnel_down": ("✗", "bold red"),
+    "engine_dead": ("✗", "bold red"),
+    "not_ready": ("◌", "bold yellow"),
+    "unreachable": ("◌", "bold yellow"),
+    "timeout": ("◌", "bold yellow"),
+    "http_error": ("✗", "red"),
+}
+
+
+@dataclass
+class ApiStatusChanged(Message):
+    status: EndpointStatus
+
+
+@dataclass
+class SmokeProgress(Message):
+    step: SmokeStep | None
+    passed: bool | None = None
+    error: str = ""
+
+
+class ConfirmOverwrite(ModalScreen[bool]):
+    """Asks before a save replaces an existing file."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Overwrite", id="chat.overwrite.yes"),
+                Binding("n,escape", "answer(False)", "Keep", id="chat.overwrite.no")]
+    DEFAULT_CSS = """
+    ConfirmOverwrite { align: center middle; }
+    ConfirmOverwrite > Vertical { width: 70; height: auto; border: round $warning; background: $surface;
+                                  padding: 1 2; }
+    ConfirmOverwrite Horizontal { height: auto; margin: 1 0 0 0; }
+    """
+
+    def __init__(self, path: Path):
+        super().__init__()
+        self.path = path
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(f"{self.path} exists. Overwrite it with this conversation?"), markup=False)
+            with Horizontal():
+                yield Button("Overwrite (y)", variant="warning", id="yes")
+                yield Button("Keep it (n)", id="no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class ChatPane(Vertical):
+    """Status line, settings line, transcript, and the prompt input."""
+
+    BINDINGS = [
+        Binding("escape", "stop", "Stop", id="chat.stop"),
+        Binding("ctrl+t", "toggle_thinking", "Thinking", id="chat.thinking"),
+        Binding("ctrl+r", "cycle_effort", "Effort", id="chat.effort"),
+        Binding("ctrl+f", "fold_reasoning", "Fold thinking", id="chat.fold"),
+        Binding("ctrl+b", "toggle_markdown", "Markdown", id="chat.markdown"),
+        Binding("ctrl+y", "copy_answer", "Copy answer", id="chat.copy"),
+        Binding("ctrl+g", "smoke", "Smoke test", id="chat.smoke"),
+        Binding("ctrl+l", "clear", "Clear", id="chat.clear"),
+        Binding("ctrl+s", "prefill('/save ')", "Save", id="chat.save"),
+        Binding("ctrl+o", "prefill('/load ')", "Load", id="chat.load"),
+    ]
+    DEFAULT_CSS = """
+    ChatPane #chat-status { height: auto; padding: 0 1; background: $panel; }
+    ChatPane #chat-settings { height: 1; padding: 0 1; color: $text-muted; }
+    ChatPane #chat-log { height: 1fr; }
+    ChatPane #chat-input { dock: bottom; }
+    """
+
+    def __init__(self, ctx: CockpitContext, **kwargs: object):
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.ctx = ctx
+        self.session = ChatSession()
+        self.markdown = False
+        self.reasoning_collapsed = False
+        self.api_status = EndpointStatus("not_ready", "checking the API…")
+        self.api_checked = False
+        self.endpoint = ApiEndpoint(None if ctx.api_url else ctx.fleet, ctx.config.cluster.api_port,
+                                    api_url=ctx.api_url)
+        self._wake = asyncio.Event()
+        self._turn: AssistantTurn | None = None
+        self._smoke: SmokeTurn | None = None
+        self._streaming = False
+
+    # layout -----------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="chat-status", markup=False)
+        yield Static(id="chat-settings", markup=False)
+        yield VerticalScroll(id="chat-log")
+        yield Input(placeholder="Message the model (Enter sends, /help for commands)", id="chat-input")
+
+    def on_mount(self) -> None:
+        self._show_status()
+        self._show_settings()
+        self.set_interval(FLUSH_EVERY, self.flush)
+        self.ctx.watch("api", self._api_fact)
+        if self.ctx.facts.get("api") is not None:
+            self._wake.set()
+        self.watch_api()
+
+    async def on_unmount(self) -> None:
+        await self.endpoint.aclose()
+
+    def _api_fact(self, _value: object) -> None:
+        """Another pane (launch) saw the API change: check now instead of waiting for the backoff."""
+        self._wake.set()
+
+    # API status -------------------------------------------------------------------------------------
+
+    @work(exclusive=True, group="chat-api", exit_on_error=False)
+    async def watch_api(self) -> None:
+        """Poll /health (through the tunnel) with backoff while not ready; report every change."""
+        last: tuple[str, str] | None = None
+        async for status in self.endpoint.watch(wake=self._wake):
+            key = (status.state, status.message)
+            if key != last:
+                last = key
+                self.post_message(ApiStatusChanged(status))
+
+    def on_api_status_changed(self, message: ApiStatusChanged) -> None:
+        self.show_api_status(message.status)
+
+    def show_api_status(self, status: EndpointStatus) -> None:
+        """Render the endpoint's state (also called by tests with a fixed status)."""
+        self.api_status = status
+        self.api_checked = True
+        self.ctx.publish("api.endpoint", status)
+        self._show_status()
+
+    def _show_status(self) -> None:
+        s = self.api_status
+        state = s.state if self.api_checked else "checking"
+        mark, style = STATE_LOOK.get(state, ("?", "red"))
+        label = {"ready": "API ready", "tunnel_down": "tunnel down", "engine_dead": "engine dead",
+                 "checking": "checking the API", "http_error": "API error"}.get(state, "API not ready")
+        text = Text.assemble((f"{mark} {label}", style), "  ")
+        if s.ok:
+            text.append(self.endpoint.describe(), style="dim")
+        elif self.api_checked:
+            text.append(s.message)
+            if s.remedy:
+                text.append("\n  remedy: " + s.remedy, style="dim")
+        else:
+            text.append(self.endpoint.describe(), style="dim")
+        self.query_one("#chat-status", Static).update(text)
+
+    def _settings_label(self) -> str:
+        s = self.session.settings
+        think = f"thinking on · effort {s.reasoning_effort}" if s.thinking else "thinking off"
+        return (f"{think} · temp {s.temperature:g} · top_p {s.top_p:g} · max_tokens "
+                f"{s.max_tokens if s.max_tokens else '-'}")
+
+    def _show_settings(self) -> None:
+        label = self._settings_label()
+        extra = []
+        if self.session.tools:
+            extra.append(f"tools {len(self.session.tools)}")
+        if self.session.pending_images:
+            extra.append(f"images {self.session.pending_images} attached")
+        extra.append("markdown" if self.markdown else "plain text")
+        self.query_one("#chat-settings", Static).update(Text(" · ".join([label, *extra])))
+        pending = self.session.pending_tool_calls()
+        placeholder = ("Message the model (Enter sends, /help for commands)" if not pending else
+                       f"Result of tool call {pending[0].name} ({pending[0].id}) — Enter sends it")
+        self.query_one("#chat-input", Input).placeholder = placeholder
+
+    # transcript -------------------------------------------------------------------------------------
+
+    @property
+    def log_view(self) -> VerticalScroll:
+        return self.query_one("#chat-log", VerticalScroll)
+
+    def _add(self, widget: Static | AssistantTurn) -> None:
+        log = self.log_view
+        children = list(log.children)
+        if len(children) >= MAX_TURN_WIDGETS:  # bounded transcript: the oldest turns leave the screen
+            children[0].remove()
+        log.mount(widget)
+        log.scroll_end(animate=False)
+
+    def notice(self, text: str, style: str = "yellow", remedy: str = "") -> None:
+        self._add(Notice(text, style, remedy))
+
+    def flush(self) -> None:
+        """Render buffered stream text (the 50 ms timer; tests call it directly)."""
+        turn = self._turn
+        if turn is not None:
+            follow = self.log_view.scroll_y >= self.log_view.max_scroll_y - 1
+            turn.flush()
+            if follow:
+                self.log_view.scroll_end(animate=False)
+
+    def begin_answer(self) -> AssistantTurn:
+        """A new assistant turn that :meth:`feed` fills."""
+        turn = AssistantTurn(markdown=self.markdown, collapsed=self.reasoning_collapsed)
+        self._turn = turn
+        self._add(turn)
+        return turn
+
+    def feed(self, event: ChatEvent, stats: StreamStats | None = None) -> None:
+        """One stream event into the current turn (buffers only; rendering waits for :meth:`flush`)."""
+        turn = self._turn or self.begin_answer()
+        turn.set_stats(stats)
+        if isinstance(event, ReasoningDelta):
+            turn.add_reasoning(event.text)
+        elif isinstance(event, ContentDelta):
+            turn.add_content(event.text)
+        elif isinstance(event, ToolCallDelta):
+            turn.add_tool_delta(event.index, event.name, event.arguments_fragment)
+        elif isinstance(event, Usage):
+            pass  # the stats carry usage.completion_tokens
+        elif isinstance(event, Finished):
+            turn.set_stats(event.stats)
+            turn.finish_with(event.finish_reason, event.result.tool_calls)
+            self._end_turn(event.result)
+        elif isinstance(event, StreamError):
+            turn.finish_with("error", event.partial.tool_calls if event.partial else ())
+            turn.flush()
+            self._turn = None
+            self.notice(f"stream failed ({event.kind}): {event.message}", "red", event.remedy)
+            if event.kind in ("unreachable", "not_ready", "engine_dead"):
+                self._wake.set()
+
+    def _end_turn(self, result: ChatResult) -> None:
+        turn = self._turn
+        if turn is not None:
+            turn.flush()
+        self._turn = None
+        try:
+            self.session.add_result(result)
+        except ChatInputError as exc:
+            self.notice(str(exc), "red")
+        self._show_settings()
+
+    def rebuild(self) -> None:
+        """Show the session's history (after a load)."""
+        self.log_view.remove_children()
+        names: dict[str, str] = {}
+        for msg in self.session.messages:
+            role = msg.get("role")
+            content = msg.get("content")
+            if role == "user":
+                parts = [] if isinstance(content, str) else [p for p in content or [] if isinstance(p, dict)]
+                text = content if isinstance(content, str) else " ".join(
+                    str(p.get("text", "")) for p in parts if p.get("type") == "text")
+                images = sum(1 for p in parts if p.get("type") == "image_url")
+                self._add(UserTurn(text, "", images))
+            elif role == "assistant":
+                turn = AssistantTurn(markdown=self.markdown, collapsed=self.reasoning_collapsed)
+                self._add(turn)
+                turn.add_reasoning(str(msg.get("reasoning") or ""))
+                turn.add_content(str(content or ""))
+                calls = [ToolCall(c["id"], c["function"]["name"], c["function"].get("arguments", ""), i)
+                         for i, c in enumerate(msg.get("tool_calls") or [])]
+                names.update({c.id: c.name for c in calls})
+                turn.finish_with(None, calls, note="loaded")
+                self.call_after_refresh(turn.flush)
+            elif role == "tool":
+                call_id = str(msg.get("tool_call_id"))
+                self._add(ToolResultTurn(names.get(call_id, "?"), call_id, str(content or "")))
+        self._show_settings()
+
+    # sending ----------------------------------------------------------------------------------------
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value
+        event.input.value = ""
+        if text.startswith("/"):
+            self.command(text)
+            return
+        pending = self.session.pending_tool_calls()
+        if pending:
+            self.send_tool_result(pending[0].id, text)
+            return
+        self.send(text)
+
+    def send(self, text: str) -> None:
+        """Append a user message and stream the answer (refused while a stream runs)."""
+        if self._streaming:
+            self.notice("an answer is still streaming: Esc stops it")
+            return
+        images = self.session.pending_images
+        try:
+            self.session.add_user(text)
+            request = self.session.request(extra={"stream_options": {"include_usage": True,
+                                                                      "continuous_usage_stats": True}})
+        except ChatInputError as exc:
+            self.notice(str(exc), "red")
+            return
+        self._add(UserTurn(text, self._settings_label(), images))
+        self._show_settings()
+        self._stream(request)
+
+    def send_tool_result(self, call_id: str, text: str) -> None:
+        pending = {c.id: c for c in self.session.pending_tool_calls()}
+        try:
+            self.session.add_tool_result(call_id, text)
+        except ChatInputError as exc:
+            self.notice(str(exc), "red")
+            return
+        self._add(ToolResultTurn(pending[call_id].name, call_id, text))
+        self._show_settings()
+        if not self.session.pending_tool_calls():
+            self._stream(self.session.request(extra={"stream_options": {"include_usage": True,
+                                                                         "continuous_usage_stats": True}}))
+
+    @work(exclusive=True, group="chat-stream", exit_on_error=False)
+    async def _stream(self, request: ChatRequest) -> None:
+        self._streaming = True
+        turn = self.begin_answer()
+        stream = None
+        try:
+            try:
+                client = await self.endpoint.client()
+            except EndpointDown as exc:
+                self.feed(StreamError(exc.status.message, "unreachable", exc.status.remedy))
+                return
+            async with client.chat_stream(request) as stream:
+                async for event in stream:
+                    self.feed(event, stream.stats)
+        except asyncio.CancelledError:
+            stats = stream.stats if stream is not None else None
+            turn.set_stats(stats)
+            turn.finish_with("stopped", note="stopped by the operator (request closed)")
+            turn.flush()
+            partial = ChatResult(turn.content_text, turn.reasoning_text, (), "abort", None, stats)
+            if self._turn is turn:
+                self._end_turn(partial)
+            raise
+        finally:
+            self._streaming = False
+
+    def action_stop(self) -> None:
+        """Cancel the running stream; closing the response makes the engine abort the request."""
+        if self._streaming:
+            self.workers.cancel_group(self, "chat-stream")
+        if self._smoke is not None and not self._smoke.done:
+            self.workers.cancel_group(self, "chat-smoke")
+            self._smoke.finish(False, "stopped by the operator")
+
+    # smoke test ---------------------------------------------------------------------------------------
+
+    def action_smoke(self) -> None:
+        self._smoke = SmokeTurn()
+        self._add(self._smoke)
+        self.run_smoke_test()
+
+    @work(exclusive=True, group="chat-smoke", exit_on_error=False)
+    async def run_smoke_test(self) -> None:
+        steps: list[SmokeStep] = []
+        t0 = time.perf_counter()
+        try:
+            client = await self.endpoint.client()
+        except EndpointDown as exc:
+            step = SmokeStep("tunnel", False, exc.status.message, time.perf_counter() - t0, exc.status.remedy)
+            self.post_message(SmokeProgress(step))
+            self.post_message(SmokeProgress(None, False))
+            return
+        async for step in run_smoke(client):
+            steps.append(step)
+            self.post_message(SmokeProgress(step))
+        self.post_message(SmokeProgress(None, all_passed(steps)))
+
+    def on_smoke_progress(self, message: SmokeProgress) -> None:
+        self.show_smoke(message.step, message.passed, message.error)
+
+    def show_smoke(self, step: SmokeStep | None, passed: bool | None = None, error: str = "") -> None:
+        if self._smoke is None:
+            self._smoke = SmokeTurn()
+            self._add(self._smoke)
+        if step is not None:
+            self._smoke.add_step(step)
+        if passed is not None:
+            self._smoke.finish(passed, error)
+        self.log_view.scroll_end(animate=False)
+
+    # commands ---------------------------------------------------------------------------------------
+
+    def command(self, line: str) -> None:
+        """Run one /command typed into the input."""
+        name, _, arg = line.strip().partition(" ")
+        arg = arg.strip()
+        s = self.session.settings
+        try:
+            if name in ("/temp", "/temperature"):
+                s.temperature = self._number(arg, 0.0, 2.0, "temperature")
+            elif name == "/top_p":
+                value = self._number(arg, 0.0, 1.0, "top_p")
+                if value == 0:
+                    raise ChatInputError("top_p must be within (0, 1]")
+                s.top_p = value
+            elif name == "/max":
+                s.max_tokens = None if arg in ("off", "none", "") else int(self._number(arg, 1, 10**7, "max"))
+            elif name == "/effort":
+                if arg not in EFFORT_LEVELS:
+                    raise ChatInputError(f"effort must be one of {', '.join(EFFORTS)}")
+                s.reasoning_effort = arg
+            elif name == "/think":
+                if arg not in ("on", "off"):
+                    raise ChatInputError("/think on or /think off")
+                s.thinking = arg == "on"
+            elif name == "/image":
+                self.session.attach_image(arg)
+                self.notice(f"attached {arg} ({self.session.pending_images} for the next message)", "green")
+            elif name == "/tools":
+                self.session.tools = None if arg == "off" else load_tools(arg)
+                if self.session.tools:
+                    names = ", ".join(t["function"]["name"] for t in self.session.tools)
+                    self.notice(f"tools: {names}", "green")
+            elif name == "/tool":
+                call_id, _, text = arg.partition(" ")
+                self.send_tool_result(call_id, text)
+            elif name == "/save":
+                self.save(arg)
+            elif name == "/load":
+                self.load(arg)
+            elif name == "/clear":
+                self.action_clear()
+            elif name == "/help":
+                self.notice(HELP, "cyan")
+            else:
+                raise ChatInputError(f"unknown command {name} ({HELP})")
+        except ChatInputError as exc:
+            self.notice(str(exc), "red")
+        self._show_settings()
+
+    @staticmethod
+    def _number(text: str, lo: float, hi: float, what: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ChatInputError(f"{what} needs a number, not {text!r}") from None
+        if not lo <= value <= hi:
+            raise ChatInputError(f"{what} must be within {lo:g}-{hi:g}")
+        return value
+
+    def save(self, path_text: str, *, overwrite: bool = False) -> None:
+        if not path_text:
+            raise ChatInputError("/save PATH")
+        path = Path(path_text).expanduser()
+        if path.exists() and not overwrite:
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self.save(path_text, overwrite=True)
+                else:
+                    self.notice(f"not saved: {path} kept as it was")
+            self.app.push_screen(ConfirmOverwrite(path), answered)
+            return
+        try:
+            written = self.session.save(path, overwrite=overwrite)
+        except ChatInputError as exc:
+            self.notice(str(exc), "red")
+            return
+        self.notice(f"saved {len(self.session.messages)} messages to {written}", "green")
+
+    def load(self, path_text: str) -> None:
+        if not path_text:
+            raise ChatInputError("/load PATH")
+        if self._streaming:
+            raise ChatInputError("an answer is still streaming: Esc stops it first")
+        self.session = ChatSession.load(path_text)
+        self.rebuild()
+        self.notice(f"loaded {len(self.session.messages)} messages from {path_text}", "green")
+
+    # key actions ------------------------------------------------------------------------------------
+
+    def action_toggle_thinking(self) -> None:
+        self.session.settings.thinking = not self.session.settings.thinking
+        self._show_settings()
+
+    def action_cycle_effort(self) -> None:
+        s = self.session.settings
+        current = s.reasoning_effort if s.reasoning_effort in EFFORTS else "xhigh"
+        s.reasoning_effort = EFFORTS[(EFFORTS.index(str(current)) + 1) % len(EFFORTS)]
+        self._show_settings()
+
+    def action_fold_reasoning(self) -> None:
+        self.reasoning_collapsed = not self.reasoning_collapsed
+        for turn in self.query(AssistantTurn):
+            turn.set_collapsed(self.reasoning_collapsed)
+
+    def action_toggle_markdown(self) -> None:
+        self.markdown = not self.markdown
+        for turn in self.query(AssistantTurn):
+            turn.set_markdown(self.markdown)
+            turn.flush()
+        self._show_settings()
+
+    def action_copy_answer(self) -> None:
+        answer = self.session.last_answer()
+        if not answer:
+            self.notify("no answer to copy yet", severity="warning")
+            return
+        self.app.copy_to_clipboard(answer)
+        self.notify(f"copied the last answer ({len(answer)} characters)")
+
+    def action_clear(self) -> None:
+        if self._streaming:
+            self.workers.cancel_group(self, "chat-stream")
+        self.session.clear()
+        self._turn = None
+        self.log_view.remove_children()
+        self._show_settings()
+
+    def action_prefill(self, text: str) -> None:
+        field = self.query_one("#chat-input", Input)
+        field.value = text
+        field.cursor_position = len(text)
+        field.focus()

@@ -1,0 +1,242 @@
+"""Widgets of the chat transcript: user turns, assistant turns (thinking apart, collapsible), notices.
+
+Model text is never interpreted as console markup: it is rendered as ``rich.text.Text`` (plain) or
+``rich.markdown.Markdown`` (the operator's toggle). Streamed text is buffered by :class:`AssistantTurn`
+and rendered by :meth:`AssistantTurn.flush`, which the pane calls on a ~50 ms timer, so a burst of
+chunks costs one render per frame, not one per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from rich.console import RenderableType
+from rich.markdown import Markdown
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Collapsible, Static
+
+from cockpit.api import SmokeStep, StreamStats, ToolCall
+
+
+def pretty_arguments(arguments_json: str) -> str:
+    """Tool-call arguments pretty-printed; invalid JSON is shown as the model produced it."""
+    try:
+        return json.dumps(json.loads(arguments_json or "{}"), indent=2, ensure_ascii=False)
+    except (ValueError, TypeError):
+        return arguments_json
+
+
+def stats_text(stats: StreamStats | None, finish: str | None, *, streaming: bool,
+               note: str = "") -> Text:
+    """`TTFT 0.31 s · 50.5 tok/s · 128 tokens · finish stop`; tok/s only from usage, never from chunks."""
+    parts: list[str] = []
+    if stats is not None and stats.ttft_s is not None:
+        parts.append(f"TTFT {stats.ttft_s:.2f} s")
+    elif streaming:
+        parts.append("waiting for the first token")
+    tps = stats.decode_tps if stats is not None else None
+    if tps is not None:
+        parts.append(f"{tps:.1f} tok/s")
+    elif streaming:
+        parts.append("tok/s when usage arrives")
+    if stats is not None and stats.completion_tokens is not None:
+        parts.append(f"{stats.completion_tokens} tokens")
+    if finish:
+        parts.append(f"finish {finish}")
+    elif streaming:
+        parts.append("streaming…")
+    if note:
+        parts.append(note)
+    style = "yellow" if streaming else ("red" if finish in ("error", "abort", "stopped") else "dim")
+    return Text(" · ".join(parts), style=style)
+
+
+class UserTurn(Static):
+    """What the operator sent (text, attached images, settings used)."""
+
+    DEFAULT_CSS = "UserTurn { margin: 1 0 0 0; padding: 0 1; background: $boost; }"
+
+    def __init__(self, text: str, settings: str, images: int = 0, **kwargs: object):
+        body = Text.assemble(("you", "bold cyan"), ("  " + settings, "dim"))
+        if images:
+            body.append(f"  [{images} image{'s' if images > 1 else ''}]", style="magenta")
+        body.append("\n")
+        body.append(text)
+        super().__init__(body, markup=False, **kwargs)  # type: ignore[arg-type]
+
+
+class ToolResultTurn(Static):
+    """A tool result the operator typed back."""
+
+    DEFAULT_CSS = "ToolResultTurn { margin: 1 0 0 0; padding: 0 1; background: $boost; }"
+
+    def __init__(self, name: str, call_id: str, content: str, **kwargs: object):
+        body = Text.assemble(("tool result", "bold magenta"), (f"  {name} ({call_id})\n", "dim"), content)
+        super().__init__(body, markup=False, **kwargs)  # type: ignore[arg-type]
+
+
+class Notice(Static):
+    """A line from the cockpit itself (error, hint, saved file), never from the model."""
+
+    DEFAULT_CSS = "Notice { margin: 1 0 0 0; padding: 0 1; }"
+
+    def __init__(self, text: str, style: str = "yellow", remedy: str = "", **kwargs: object):
+        body = Text(text, style=style)
+        if remedy:
+            body.append("\nremedy: " + remedy, style="dim")
+        super().__init__(body, markup=False, **kwargs)  # type: ignore[arg-type]
+
+
+class SmokeTurn(Static):
+    """The smoke test's steps as they finish: PASS/FAIL, timing, detail."""
+
+    DEFAULT_CSS = "SmokeTurn { margin: 1 0 0 0; padding: 0 1; border: round $accent; height: auto; }"
+
+    def __init__(self, **kwargs: object):
+        super().__init__(Text("smoke test: running…", style="bold"), markup=False, **kwargs)  # type: ignore[arg-type]
+        self.steps: list[SmokeStep] = []
+        self.done = False
+
+    def add_step(self, step: SmokeStep) -> None:
+        self.steps.append(step)
+        self._render_steps()
+
+    def finish(self, passed: bool, error: str = "") -> None:
+        self.done = True
+        self._render_steps(passed, error)
+
+    def _render_steps(self, passed: bool | None = None, error: str = "") -> None:
+        if passed is None:
+            head = Text("smoke test: running…", style="bold")
+        else:
+            head = Text("smoke test: " + ("PASSED" if passed else "FAILED"),
+                        style="bold green" if passed else "bold red")
+        lines = [head]
+        for s in self.steps:
+            line = Text.assemble(("PASS " if s.ok else "FAIL ", "green" if s.ok else "bold red"),
+                                 f"{s.name:<13} ", (f"{s.seconds:7.3f} s  ", "dim"), s.detail)
+            lines.append(line)
+            if not s.ok and s.remedy:
+                lines.append(Text("      remedy: " + s.remedy, style="dim"))
+        if error:
+            lines.append(Text(error, style="red"))
+        self.update(Text("\n").join(lines))
+
+
+class AssistantTurn(Vertical):
+    """One answer: thinking (collapsible), content, tool calls, and a stats line; fed in pieces."""
+
+    DEFAULT_CSS = """
+    AssistantTurn { height: auto; margin: 1 0 0 0; padding: 0 1; }
+    AssistantTurn .turn-head { color: $success; text-style: bold; }
+    AssistantTurn Collapsible { padding: 0; margin: 0; border: none; background: $surface; }
+    AssistantTurn .reasoning { color: $text-muted; padding: 0 0 0 2; }
+    AssistantTurn .tool-calls { color: $warning; }
+    """
+
+    def __init__(self, *, markdown: bool = False, collapsed: bool = False, **kwargs: object):
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.markdown = markdown
+        self.collapsed = collapsed
+        self.reasoning: list[str] = []
+        self.content: list[str] = []
+        self.tool_calls: list[ToolCall] = []
+        self.tool_names: dict[int, str] = {}
+        self.tool_args: dict[int, list[str]] = {}
+        self.stats: StreamStats | None = None
+        self.finish: str | None = None
+        self.note = ""
+        self.streaming = True
+        self._dirty = True
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("model"), classes="turn-head", markup=False)
+        with Collapsible(title="thinking", collapsed=self.collapsed, classes="thinking"):
+            yield Static("", classes="reasoning", markup=False)
+        yield Static("", classes="content", markup=False)
+        yield Static("", classes="tool-calls", markup=False)
+        yield Static("", classes="stats", markup=False)
+
+    # feeding (cheap: no rendering here) -------------------------------------------------------------
+
+    def add_reasoning(self, text: str) -> None:
+        self.reasoning.append(text)
+        self._dirty = True
+
+    def add_content(self, text: str) -> None:
+        self.content.append(text)
+        self._dirty = True
+
+    def add_tool_delta(self, index: int, name: str | None, fragment: str) -> None:
+        if name:
+            self.tool_names[index] = self.tool_names.get(index, "") + name
+        self.tool_args.setdefault(index, []).append(fragment)
+        self._dirty = True
+
+    def set_stats(self, stats: StreamStats | None) -> None:
+        if stats is not None and stats != self.stats:
+            self.stats = stats
+            self._dirty = True
+
+    def finish_with(self, finish: str | None, tool_calls: Sequence[ToolCall] = (), note: str = "") -> None:
+        self.finish = finish
+        self.tool_calls = list(tool_calls)
+        self.note = note
+        self.streaming = False
+        self._dirty = True
+
+    def set_markdown(self, on: bool) -> None:
+        self.markdown = on
+        self._dirty = True
+
+    def set_collapsed(self, collapsed: bool) -> None:
+        self.collapsed = collapsed
+        if self.is_mounted:
+            self.query_one(Collapsible).collapsed = collapsed
+
+    @property
+    def content_text(self) -> str:
+        return "".join(self.content)
+
+    @property
+    def reasoning_text(self) -> str:
+        return "".join(self.reasoning)
+
+    # rendering (once per frame at most) -------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Render what arrived since the last flush (no-op when nothing changed)."""
+        if not self._dirty or not self.is_mounted:
+            return
+        self._dirty = False
+        reasoning = self.reasoning_text
+        thinking = self.query_one(Collapsible)
+        thinking.display = bool(reasoning)
+        thinking.title = f"thinking · {len(reasoning)} chars" + (" (streaming)" if self.streaming else "")
+        self.query_one(".reasoning", Static).update(Text(reasoning))
+        content = self.content_text
+        body: RenderableType = Markdown(content) if self.markdown and content else Text(content)
+        self.query_one(".content", Static).update(body)
+        self.query_one(".tool-calls", Static).update(self._tool_text())
+        self.query_one(".stats", Static).update(
+            stats_text(self.stats, self.finish, streaming=self.streaming, note=self.note))
+
+    def _tool_text(self) -> Text:
+        calls = [(c.name, c.id, c.arguments_json) for c in self.tool_calls]
+        if not calls:  # still streaming: show what arrived so far
+            calls = [(self.tool_names.get(i, "?"), "", "".join(self.tool_args.get(i, [])))
+                     for i in sorted(self.tool_args)]
+        out = Text()
+        for name, call_id, args in calls:
+            if out:
+                out.append("\n")
+            out.append("tool call ", style="bold")
+            out.append(name, style="bold yellow")
+            if call_id:
+                out.append(f"  id {call_id}", style="dim")
+            out.append("\n")
+            out.append(pretty_arguments(args) if not self.streaming else args)
+        return out
