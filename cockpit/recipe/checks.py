@@ -164,7 +164,8 @@ def majority(values: dict[int, Any]) -> tuple[Any, list[int]]:
 
 
 def differs(outcomes: dict[int, Outcome], key: str, what: str, remedy: str) -> dict[int, Outcome]:
-    """Fail the ranks whose `facts[key]` differs from the majority (ranks without the fact are left out)."""
+    """Fail the ranks whose `facts[key]` differs from the majority (ranks without the fact are left out;
+    a rank that already fails keeps its own, more specific finding)."""
     values = {r: o.facts[key] for r, o in outcomes.items() if o.facts.get(key) is not None}
     if len(values) < 2:
         return {}
@@ -175,6 +176,8 @@ def differs(outcomes: dict[int, Outcome], key: str, what: str, remedy: str) -> d
     for rank in odd:
         peers = [r for r in values if values[r] != values[rank]]
         o = outcomes[rank]
+        if o.verdict is Verdict.FAIL:      # its own finding already says more
+            continue
         changed[rank] = Outcome(Verdict.FAIL, f"{o.value} — {what} differs from rank {ranks_text(peers)} "
                                                f"({values[peers[0]]})", remedy, o.detail, o.facts)
     return changed
@@ -187,3 +190,42 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} PB"
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """Ranks that got the same answer to one check, as one row (clush style)."""
+
+    check: str
+    step: int
+    title: str
+    verdict: Verdict
+    value: str
+    ranks: tuple[int, ...]
+    odd: bool              # the check's answers differ across ranks and this row is not the majority
+    remedy: str = ""
+
+
+def group_results(results: list[CheckResult] | tuple[CheckResult, ...]) -> list[GroupRow]:
+    """One row per check and distinct (verdict, value); passes whose values only differ by rank-specific
+    details (addresses, paths) collapse into one row showing the lowest rank's value. Check order kept."""
+    by_check: dict[str, list[CheckResult]] = {}
+    for r in results:
+        by_check.setdefault(r.check, []).append(r)
+    rows: list[GroupRow] = []
+    for check, items in by_check.items():
+        items.sort(key=lambda r: r.rank)
+        groups: dict[tuple[Verdict, str], list[CheckResult]] = {}
+        passes = [r for r in items if r.verdict is Verdict.PASS]
+        for r in items:
+            key = (r.verdict, passes[0].value if r.verdict is Verdict.PASS else r.value)
+            groups.setdefault(key, []).append(r)
+        biggest = max(len(g) for g in groups.values())
+        for (verdict, value), group in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0].rank)):
+            first = group[0]
+            same = len({r.value for r in group}) == 1
+            shown = value if same or len(group) == 1 else f"{value} (rank {first.rank}; others alike)"
+            odd = len(groups) > 1 and (len(group) < biggest or verdict is not Verdict.PASS)
+            rows.append(GroupRow(check, first.step, first.title, verdict, shown,
+                                 tuple(r.rank for r in group), odd, first.remedy))
+    return rows

@@ -148,6 +148,8 @@ def _same_checkpoint(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[i
               "revision pinned in [model] revision")
     for rank in sorted(set(odd_shape) | set(odd_rev)):
         o = outcomes[rank]
+        if o.verdict is Verdict.FAIL:
+            continue
         peers = [r for r in values if r != rank and r not in odd_shape and r not in odd_rev]
         what = "revision" if rank in odd_rev else "shard sizes"
         changed[rank] = Outcome(Verdict.FAIL, f"{o.value} — {what} differ from rank {ranks_text(peers)}",

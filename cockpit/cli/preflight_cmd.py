@@ -1,0 +1,76 @@
+"""`r37-cockpit preflight`: run the recipe's host checks on every host (observes only) and print them
+grouped like the preflight pane. Exit 0 only if no check fails."""
+
+from __future__ import annotations
+
+import argparse
+
+from cockpit.cli.common import CliError, add_json, load, print_json, run_async, table
+from cockpit.config import ClusterConfig
+from cockpit.hosts import Fleet
+from cockpit.recipe.checks import PreflightFinished, Verdict, group_results, ranks_text
+from cockpit.recipe.preflight import BY_ID, preflight_results, select
+
+SHOWN = {Verdict.PASS: "pass", Verdict.WARN: "WARN", Verdict.FAIL: "FAIL", Verdict.UNKNOWN: "unknown"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("preflight", help="check every host against the recipe (changes nothing)",
+                       description="Run the preflight checks of the R37 recipe (steps 1-6) on every host in "
+                                   "parallel over SSH and print them grouped by result. Nothing on the hosts "
+                                   "is changed. Exit 0 only if no check fails. Check ids: "
+                                   + ", ".join(BY_ID) + ".")
+    add_json(p)
+    p.add_argument("--rank", type=int, action="append", metavar="N",
+                   help="only this rank (repeatable; cross-host comparisons then cover only these ranks)")
+    p.add_argument("--only", metavar="ID,…", help="only these check ids (comma-separated)")
+    p.set_defaults(func=run)
+
+
+async def _run(config: ClusterConfig, only: list[str] | None, ranks: list[int] | None) -> PreflightFinished:
+    async with Fleet(config) as fleet:
+        return await preflight_results(fleet, config, only=only, ranks=ranks)
+
+
+def render(final: PreflightFinished) -> str:
+    """The grouped table, then the remedy of every row that is not a pass."""
+    rows = group_results(final.results)
+    lines = [table([[str(r.step), r.check, SHOWN[r.verdict], ranks_text(r.ranks), r.value]
+                    for r in rows], ["STEP", "CHECK", "RESULT", "RANKS", "OBSERVED"])]
+    todo = [r for r in rows if r.verdict is not Verdict.PASS and r.remedy]
+    if todo:
+        lines.append("")
+        by_key = {(x.check, x.rank): x for x in final.results}
+        for r in todo:
+            remedies: dict[str, list[int]] = {}
+            for rank in r.ranks:
+                remedies.setdefault(by_key[(r.check, rank)].remedy, []).append(rank)
+            for remedy, ranks in remedies.items():
+                lines.append(f"{r.check} (rank {ranks_text(ranks)}): {remedy}")
+    counts = {v: sum(1 for x in final.results if x.verdict is v) for v in Verdict}
+    lines.append("")
+    lines.append(f"{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed, {counts[Verdict.WARN]} "
+                 f"warnings, {counts[Verdict.UNKNOWN]} unknown in {final.elapsed:.1f} s")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    _, config = load(args)
+    only = [x.strip() for x in args.only.split(",") if x.strip()] if args.only else None
+    try:
+        select(only)
+    except KeyError as exc:
+        raise CliError(str(exc.args[0]), exit_code=2) from None
+    ranks = args.rank
+    if ranks:
+        bad = sorted(set(ranks) - set(config.ranks))
+        if bad:
+            raise CliError(f"no host has rank {', '.join(map(str, bad))} (ranks: "
+                           f"{ranks_text(config.ranks)})", exit_code=2)
+    final = run_async(_run(config, only, ranks))
+    if args.json:
+        print_json({"ok": final.ok, "elapsed": round(final.elapsed, 3),
+                    "results": [r.as_dict() for r in final.results]})
+    else:
+        print(render(final))
+    return 0 if final.ok else 1
