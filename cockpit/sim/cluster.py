@@ -88,6 +88,7 @@ def host_roots(cluster_dir: Path) -> list[Path]:
 
 def generate_keys(cluster_dir: Path, n: int) -> None:
     """The client identity and one host key per host (kept if already there)."""
+    cluster_dir.mkdir(parents=True, exist_ok=True)
     ident = cluster_dir / "id_ed25519"
     if not ident.exists():
         key = asyncssh.generate_private_key("ssh-ed25519", comment="r37-cockpit-sim")
@@ -112,7 +113,8 @@ def demo_fabric_ips(n: int) -> list[str]:
 def prepare_hosts(cluster_dir: Path, specs: list[layout.HostSpec], demo: bool):
     """Stand-in tools, the simulated hub and every host root. Returns the hub's info."""
     from cockpit.sim.hub import build_hub
-    from cockpit.sim.provision import install_tools, provision_host
+    from cockpit.sim.provision import provision_host
+    from cockpit.sim.tools import install_tools
 
     cluster_dir.mkdir(parents=True, exist_ok=True)
     hub = build_hub(cluster_dir / "hub")
@@ -151,7 +153,8 @@ def _q(value: str) -> str:
 def cluster_toml(cluster_dir: Path, plans: list[HostPlan], hub: object, *, per_host_paths: bool,
                  speed: float, recipe_dir: str = "r37-recipe") -> str:
     ckpt = C.DEALIGNAI_REPO
-    revision = getattr(hub, "commits", {}).get(ckpt)
+    repo_info = getattr(hub, "repos", {}).get(ckpt)
+    revision = repo_info.commit if repo_info else None
     lines = [
         "# Written by `r37-cockpit sim up` for a simulated cluster. Safe to edit; `sim down` removes it.",
         "",
