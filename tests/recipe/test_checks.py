@@ -1,0 +1,378 @@
+"""Check units judged on framed output: verdicts, observed values, remedies, comparisons across ranks."""
+
+from __future__ import annotations
+
+import json
+
+from cockpit import constants as C
+from cockpit.config import ClusterConfig, config_from_data
+from cockpit.recipe import checks_fabric as F
+from cockpit.recipe import checks_host as H
+from cockpit.recipe import checks_storage as S
+from cockpit.recipe import parsers as P
+from cockpit.recipe.checks import CheckResult, Outcome, Probe, Verdict, group_results, ranks_text
+from cockpit.recipe.preflight import CHECKS
+
+GIB = 1 << 30
+
+
+def probe(cfg: ClusterConfig, rank: int, **outputs: str | tuple[str, int]) -> Probe:
+    secs = {}
+    for label, out in outputs.items():
+        text, status = out if isinstance(out, tuple) else (out, 0)
+        label = label.replace("__", ".")
+        secs[label] = P.Section(label, text, status)
+    return Probe(cfg, rank, secs)
+
+
+def smi(sm: int, util: int, pstate: str, mx: int = 3003) -> str:
+    return f"NVIDIA GB10, 580.95.05, {sm}, {mx}, {util}, {pstate}\n"
+
+
+def test_every_check_has_an_id_step_and_commands_that_read(fixed_config: ClusterConfig) -> None:
+    ids = [c.id for c in CHECKS]
+    assert len(ids) == len(set(ids))
+    writers = ("rm", "mv", "cp", "dd", "tee", "mkdir", "touch", "stop", "kill", "load", "run", "pull")
+    for c in CHECKS:
+        for rank in fixed_config.ranks:
+            for line in c.command_lines(fixed_config, rank).values():
+                words = line.replace("'", " ").split()
+                assert not (set(words) & set(writers)), (c.id, line)
+
+
+def test_arch_and_gpu(fixed_config: ClusterConfig) -> None:
+    assert H.ARCH.evaluate(probe(fixed_config, 0, uname="aarch64\n")).verdict is Verdict.PASS
+    x86 = H.ARCH.evaluate(probe(fixed_config, 1, uname="x86_64\n"))
+    assert x86.verdict is Verdict.FAIL and "rank 1" in x86.remedy
+    dead = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+    g = H.GPU.evaluate(probe(fixed_config, 0, nvsmi__query=(dead, 9)))
+    assert g.verdict is Verdict.FAIL and g.value.startswith("NVIDIA-SMI has failed")
+    assert H.DRIVER.evaluate(probe(fixed_config, 0, nvsmi__query=(dead, 9))).verdict is Verdict.UNKNOWN
+
+
+def test_driver_needs_cuda_13_and_the_same_version_everywhere(fixed_config: ClusterConfig) -> None:
+    old = H.DRIVER.evaluate(
+        probe(
+            fixed_config, 0, nvsmi__query="NVIDIA GB10, 570.86.10, 2400, 3003, 90, P0\n", nvsmi__table=("", 9)
+        )
+    )
+    assert old.verdict is Verdict.FAIL and "570.86.10" in old.value
+    outs = {r: Outcome(Verdict.PASS, "x", facts={"driver": "580.95.05"}) for r in range(4)}
+    outs[2] = Outcome(Verdict.PASS, "y", facts={"driver": "580.82.07"})
+    changed = H.DRIVER.compare(fixed_config, outs)  # type: ignore[misc]
+    assert set(changed) == {2} and changed[2].verdict is Verdict.FAIL and "rank 0-1,3" in changed[2].value
+
+
+def clocks(cfg: ClusterConfig, readings: dict[int, str]) -> dict[int, Verdict]:
+    outs = {r: H.CLOCKS.evaluate(probe(cfg, r, nvsmi__query=t)) for r, t in readings.items()}
+    changed = H.CLOCKS.compare(cfg, outs)  # type: ignore[misc]
+    return {r: changed.get(r, o).verdict for r, o in outs.items()}
+
+
+def test_clock_rule_idle_alike_passes_latched_rank_fails(fixed_config: ClusterConfig) -> None:
+    idle = smi(208, 0, "P8")
+    assert clocks(fixed_config, dict.fromkeys(range(4), idle)) == dict.fromkeys(range(4), Verdict.PASS)
+    latched = {0: idle, 1: idle, 2: smi(900, 0, "P8"), 3: idle}
+    assert clocks(fixed_config, latched) == {
+        0: Verdict.PASS,
+        1: Verdict.PASS,
+        2: Verdict.FAIL,
+        3: Verdict.PASS,
+    }
+    loaded = {0: smi(2400, 95, "P0"), 1: smi(2380, 96, "P0"), 2: smi(2410, 94, "P0"), 3: smi(900, 95, "P0")}
+    assert clocks(fixed_config, loaded)[3] is Verdict.FAIL
+    assert set(clocks(fixed_config, {r: smi(2400, 95, "P0") for r in range(4)}).values()) == {Verdict.PASS}
+    # one rank alone, idle inside the latched band: cannot tell from peers
+    assert clocks(fixed_config, {0: smi(900, 0, "P8")}) == {0: Verdict.WARN}
+    # all ranks idle at 900 alike: no peer differs; not a failure
+    assert set(clocks(fixed_config, dict.fromkeys(range(4), smi(900, 0, "P8"))).values()) == {Verdict.PASS}
+
+
+def test_memory(fixed_config: ClusterConfig) -> None:
+    ok = H.MEMORY.evaluate(
+        probe(
+            fixed_config,
+            0,
+            meminfo=f"MemTotal: {127 * GIB // 1024} kB\nMemAvailable: {110 * GIB // 1024} kB\n",
+        )
+    )
+    assert ok.verdict is Verdict.PASS
+    low = H.MEMORY.evaluate(probe(fixed_config, 0, meminfo=f"MemAvailable: {40 * GIB // 1024} kB\n"))
+    assert low.verdict is Verdict.FAIL and "40.0 GiB" in low.value and "100 GiB" in low.value
+
+
+DOCKER_OK = json.dumps({"ServerVersion": "28.3.3", "Runtimes": {"nvidia": {}, "runc": {}}})
+DOCKER_DOWN = '{"ServerErrors":["Cannot connect to the Docker daemon at unix:///var/run/docker.sock."]}'
+
+
+def test_docker_runtime_image_and_container(fixed_config: ClusterConfig) -> None:
+    cfg = fixed_config
+    down = probe(cfg, 0, docker__info=(DOCKER_DOWN, 1))
+    assert H.DOCKER.evaluate(down).verdict is Verdict.FAIL
+    assert {
+        H.RUNTIME.evaluate(down).verdict,
+        H.IMAGE.evaluate(down).verdict,
+        H.CONTAINER.evaluate(down).verdict,
+    } == {Verdict.UNKNOWN}
+    no_nv = probe(cfg, 0, docker__info=json.dumps({"ServerVersion": "28.3.3", "Runtimes": {"runc": {}}}))
+    assert H.RUNTIME.evaluate(no_nv).verdict is Verdict.FAIL
+    wrong = "sha256:" + "1" * 64
+    img = H.IMAGE.evaluate(probe(cfg, 3, docker__info=DOCKER_OK, docker__image=wrong + "\n"))
+    assert img.verdict is Verdict.FAIL and "expected sha256:638d63b0f4bb" in img.value
+    assert "--rank 3" in img.remedy
+    good = H.IMAGE.evaluate(probe(cfg, 3, docker__info=DOCKER_OK, docker__image=C.IMAGE_ID + "\n"))
+    assert good.verdict is Verdict.PASS
+    missing = H.IMAGE.evaluate(
+        probe(
+            cfg,
+            3,
+            docker__info=DOCKER_OK,
+            docker__image=("Error: No such image: local/ds41-r37-spark:runtime", 1),
+        )
+    )
+    assert missing.verdict is Verdict.FAIL and "not loaded" in missing.value
+    ps = '{"Names":"ds41_r37","State":"exited","Status":"Exited (137) 2 hours ago","Image":"x"}\n'
+    c = H.CONTAINER.evaluate(probe(cfg, 0, docker__info=DOCKER_OK, docker__ps=ps))
+    assert c.verdict is Verdict.FAIL and "exited" in c.value and "never removes" in c.remedy
+
+
+def test_ports_conflicts(fixed_config: ClusterConfig) -> None:
+    def ports(text: str) -> Outcome:
+        return H.PORTS.evaluate(probe(fixed_config, 0, ss=text))
+
+    assert ports("LISTEN 0 128 0.0.0.0:22 0.0.0.0:*\n").verdict is Verdict.PASS
+    busy = ports("LISTEN 0 4096 0.0.0.0:8000 0.0.0.0:*\nLISTEN 0 10 192.168.100.10:29543 0.0.0.0:*\n")
+    assert (
+        busy.verdict is Verdict.FAIL and "0.0.0.0:8000 (API)" in busy.value and "(coordination)" in busy.value
+    )
+    # another loopback alias (the demo's other hosts) does not block this host's bind
+    assert ports("LISTEN 0 4096 127.40.2.10:8000 0.0.0.0:*\n").verdict is Verdict.PASS
+    assert ports("LISTEN 0 4096 127.0.0.1:8000 0.0.0.0:*\n").verdict is Verdict.FAIL
+    assert not H.PORTS.applies(fixed_config, 1)
+
+
+def test_fabric_ip_and_rdma(fixed_config: ClusterConfig) -> None:
+    ip = json.dumps(
+        [
+            {
+                "ifname": "enp1s0f1np1",
+                "flags": ["UP"],
+                "operstate": "UP",
+                "addr_info": [{"family": "inet", "local": "192.168.100.10", "prefixlen": 24}],
+            }
+        ]
+    )
+    moved = F.FABRIC_IP.evaluate(probe(fixed_config, 0, ip__addr=ip))
+    assert moved.verdict is Verdict.FAIL and 'fabric_iface = "enp1s0f1np1"' in moved.remedy
+    down = (
+        '[{"ifname":"rocep1s0f0","port":1,"state":"DOWN","physical_state":"DISABLED","netdev":"enp1s0f0np0"}]'
+    )
+    assert F.RDMA_LINK.evaluate(probe(fixed_config, 0, rdma__link=down)).verdict is Verdict.FAIL
+    other = '[{"ifname":"rocep1s0f0","port":1,"state":"ACTIVE","physical_state":"LINK_UP","netdev":"enP7s7"}]'
+    assert F.RDMA_LINK.evaluate(probe(fixed_config, 0, rdma__link=other)).verdict is Verdict.WARN
+    ibv = (
+        "hca_id:\trocep1s0f0\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_DOWN (1)\n\t\t\tlink_layer:\t\tEthernet\n"
+    )
+    assert F.IBV_PORT.evaluate(probe(fixed_config, 0, **{"ibv.rocep1s0f0": ibv})).verdict is Verdict.FAIL
+
+
+def gid_output(entries: list[tuple[str, str]]) -> str:
+    d = "/sys/class/infiniband/rocep1s0f0/ports/1"
+    out = []
+    for n in range(16):
+        gid, typ = entries[n] if n < len(entries) else (P.ZERO_GID, "")
+        out += [f"==> {d}/gids/{n} <==", gid, ""]
+        out += (
+            [f"==> {d}/gid_attrs/types/{n} <==", typ, ""]
+            if typ
+            else [
+                f"==> {d}/gid_attrs/types/{n} <==",
+                f"head: error reading '{d}/gid_attrs/types/{n}': Invalid argument",
+            ]
+        )
+    return "\n".join(out)
+
+
+def test_gid_index_and_suggestion(fixed_config: ClusterConfig) -> None:
+    ll = "fe80:0000:0000:0000:4ebb:47ff:fe2c:0010"
+    ip = P.ipv4_mapped_gid("192.168.100.11")
+    ok = gid_output([(ll, "IB/RoCE v1"), (ll, "RoCE v2"), (ip, "IB/RoCE v1"), (ip, "RoCE v2")])
+    assert F.GID.evaluate(probe(fixed_config, 1, gids=(ok, 1))).verdict is Verdict.PASS
+    ula = "fd37:0000:0000:0001:0000:0000:0001:0100"
+    moved = gid_output(
+        [
+            (ll, "IB/RoCE v1"),
+            (ll, "RoCE v2"),
+            (ip, "IB/RoCE v1"),
+            (ula, "IB/RoCE v1"),
+            (ula, "RoCE v2"),
+            (ip, "RoCE v2"),
+        ]
+    )
+    bad = F.GID.evaluate(probe(fixed_config, 1, gids=(moved, 1)))
+    assert bad.verdict is Verdict.FAIL and "gid_index = 5 for rank 1" in bad.remedy
+    none = F.GID.evaluate(probe(fixed_config, 1, gids=(gid_output([(ll, "RoCE v2")]), 1)))
+    assert none.verdict is Verdict.FAIL and "no RoCE v2 GID carries 192.168.100.11" in none.value
+
+
+def reach(cfg: ClusterConfig, seen: dict[int, dict[int, str]]) -> dict[int, Verdict]:
+    outs = {r: Outcome(Verdict.UNKNOWN, "", facts={"reach": s}) for r, s in seen.items()}
+    return {r: o.verdict for r, o in F.REACH.compare(cfg, outs).items()}  # type: ignore[misc]
+
+
+def test_reach_attribution(fixed_config: ClusterConfig) -> None:
+    ok = {a: {b: "refused" for b in range(4) if b != a} for a in range(4)}
+    assert set(reach(fixed_config, ok).values()) == {Verdict.PASS}
+    # rank 2 is down: its peers cannot reach it and it reports nothing itself
+    down = {a: {b: ("timeout" if b == 2 else "open") for b in range(4) if b != a} for a in (0, 1, 3)}
+    down[2] = {}
+    assert reach(fixed_config, down) == {0: Verdict.PASS, 1: Verdict.PASS, 2: Verdict.FAIL, 3: Verdict.PASS}
+    # rank 1 reaches nobody but everyone reaches it: its own outgoing path is broken
+    blind = {a: {b: "open" for b in range(4) if b != a} for a in range(4)}
+    blind[1] = {0: "unreachable", 2: "unreachable", 3: "unreachable"}
+    assert reach(fixed_config, blind) == {0: Verdict.PASS, 1: Verdict.FAIL, 2: Verdict.PASS, 3: Verdict.PASS}
+
+
+def cfg_with(**paths: str) -> ClusterConfig:
+    hosts = [
+        {
+            "rank": r,
+            "ssh": f"spark-{r}",
+            "fabric_ip": f"10.0.0.{r + 1}",
+            "fabric_iface": "enp1s0f0np0",
+            "ib_hca": "rocep1s0f0",
+        }
+        for r in range(2)
+    ]
+    return config_from_data({"paths": paths, "hosts": hosts})
+
+
+def df_text(rows: list[tuple[str, int, str]]) -> str:
+    out = ["Filesystem 1-blocks Used Available Capacity Mounted on"]
+    out += [f"{dev} {avail * 2} {avail} {avail} 50% {mount}" for dev, avail, mount in rows]
+    return "\n".join(out) + "\n"
+
+
+def test_disk_budgets_add_up_on_a_shared_filesystem() -> None:
+    cfg = cfg_with()
+    ops = S._df_operands(cfg, 1)
+    assert ops[:3] == ["/srv/models/DeepSeek-V4.1-Flash-dealignai", "/srv/models", "/srv"]
+    missing = {
+        "/srv/models/DeepSeek-V4.1-Flash-dealignai",
+        "/srv/models",
+        "/srv/engram-local/DeepSeek-V4.1-Flash",
+        "/srv/engram-local",
+        "/srv/cache",
+        "r37-recipe",
+    }
+    errors = "".join(f"df: {p}: No such file or directory\n" for p in ops if p in missing)
+    srv, home = ("/dev/nvme0n1p2", "/srv"), ("/dev/nvme0n1p1", "/")
+
+    def text(avail_srv: int) -> str:
+        rows = [
+            (*srv[:1], avail_srv, srv[1]) if p.startswith("/srv") else (home[0], 10**12, home[1])
+            for p in ops
+            if p not in missing
+        ]
+        return errors + df_text(rows)
+
+    need = cfg.budget.checkpoint_bytes + cfg.budget.engram_bytes + S.cache_headroom(cfg)
+    nothing_yet = {
+        "ckpt.index": ("", 1),
+        "engram.coverage": ("", 1),
+        "docker.info": DOCKER_OK,
+        "docker.image": ("", 1),
+    }
+    short = S.DISK.evaluate(
+        Probe(
+            cfg,
+            1,
+            {
+                k: P.Section(k, *(v if isinstance(v, tuple) else (v, 0)))
+                for k, v in {"df": (text(need - 1), 1), **nothing_yet}.items()
+            },
+        )
+    )
+    assert short.verdict is Verdict.FAIL and short.value.startswith("/srv (model (at /srv), engram (at /srv)")
+    enough = S.DISK.evaluate(
+        Probe(
+            cfg,
+            1,
+            {
+                k: P.Section(k, *(v if isinstance(v, tuple) else (v, 0)))
+                for k, v in {"df": (text(need), 1), **nothing_yet}.items()
+            },
+        )
+    )
+    assert enough.verdict is Verdict.PASS, enough
+
+
+def ckpt_probe(
+    cfg: ClusterConfig, rank: int, shards: int, skip: int | None = None, rev: str = "abc"
+) -> Probe:
+    names = [f"model-{n:05d}-of-{shards:05d}.safetensors" for n in range(1, shards + 1)]
+    index = json.dumps({"weight_map": {f"w{i}": n for i, n in enumerate(names)}})
+    files = (
+        "".join(f"{n}\t100\n" for i, n in enumerate(names, 1) if i != skip) + f"{C.CHECKPOINT_INDEX}\t50\n"
+    )
+    model = cfg.model_path(rank)
+    head = f"==> {model}/{S.HF_METADATA} <==\n{rev}\n" if rev else ""
+    return probe(cfg, rank, ckpt__index=index, ckpt__files=files, ckpt__revision=(head, 1))
+
+
+def test_checkpoint_complete_missing_and_compared(fixed_config: ClusterConfig) -> None:
+    ok = S.CHECKPOINT.evaluate(ckpt_probe(fixed_config, 0, 48))
+    assert ok.verdict is Verdict.PASS and ok.value.startswith("48 shards") and "revision abc" in ok.value
+    miss = S.CHECKPOINT.evaluate(ckpt_probe(fixed_config, 1, 48, skip=17))
+    assert miss.verdict is Verdict.FAIL and "model-00017-of-00048.safetensors" in miss.value
+    assert "setup checkpoint --rank 1" in miss.remedy
+    outs = {
+        r: S.CHECKPOINT.evaluate(ckpt_probe(fixed_config, r, 48, rev="abc" if r != 3 else "def"))
+        for r in range(4)
+    }
+    changed = S.CHECKPOINT.compare(fixed_config, outs)  # type: ignore[misc]
+    assert set(changed) == {3} and "revision differ" in changed[3].value
+    norev = {r: S.CHECKPOINT.evaluate(ckpt_probe(fixed_config, r, 48, rev="")) for r in range(4)}
+    assert S.CHECKPOINT.compare(fixed_config, norev) == {}  # type: ignore[misc]
+    assert norev[0].value.endswith("revision unknown")
+
+
+def test_engram_on_workers_only(fixed_config: ClusterConfig) -> None:
+    assert S.ENGRAM.commands(fixed_config, 0) == {}
+    assert S.ENGRAM.evaluate(probe(fixed_config, 0)).verdict is Verdict.PASS
+    ready = probe(
+        fixed_config,
+        2,
+        engram__files="model-00047-of-00048.safetensors\t67108864\nr37-row-coverage.json\t300\n",
+        engram__coverage='{"rank": 2}',
+    )
+    assert S.ENGRAM.evaluate(ready).verdict is Verdict.PASS
+    partial = probe(
+        fixed_config,
+        2,
+        engram__files="model-00047-of-00048.safetensors\t67108864\n",
+        engram__coverage=("cat: no such file", 1),
+    )
+    bad = S.ENGRAM.evaluate(partial)
+    assert bad.verdict is Verdict.FAIL and "partial" in bad.value and "fresh destination" in bad.remedy
+
+
+def result(check: str, rank: int, verdict: Verdict, value: str) -> CheckResult:
+    return CheckResult(check, rank, 1, check, verdict, value, "fix it" if verdict is not Verdict.PASS else "")
+
+
+def test_grouping_is_clush_style() -> None:
+    rows = group_results(
+        [result("arch", r, Verdict.PASS, "aarch64") for r in range(4)]
+        + [result("gpu", r, Verdict.PASS, "NVIDIA GB10") for r in (0, 1, 3)]
+        + [result("gpu", 2, Verdict.FAIL, "NVIDIA-SMI has failed")]
+        + [result("ip", r, Verdict.PASS, f"10.0.0.{r}") for r in range(4)]
+    )
+    assert [(r.check, r.verdict, r.ranks, r.odd) for r in rows] == [
+        ("arch", Verdict.PASS, (0, 1, 2, 3), False),
+        ("gpu", Verdict.PASS, (0, 1, 3), False),
+        ("gpu", Verdict.FAIL, (2,), True),
+        ("ip", Verdict.PASS, (0, 1, 2, 3), False),
+    ]
+    assert rows[3].value == "10.0.0.0 (rank 0; others alike)"
+    assert ranks_text([0, 1, 2, 3]) == "0-3" and ranks_text([3, 0, 2]) == "0,2-3"
