@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import heapq
 import json
+import os
 import re
 import sys
 import time
@@ -71,8 +72,12 @@ def run(args: argparse.Namespace) -> int:
     printer = Printer(json_out=args.json, flt=flt, context=args.context)
     ranks = [args.rank] if args.rank is not None else list(config.ranks)
     timeout = args.timeout if args.timeout is not None else config.ssh.connect_timeout + 2
-    failed = run_async(stream_logs(config, ranks, printer, follow_=args.follow, since=args.since,
-                                   tail=args.tail, timeout=timeout))
+    try:
+        failed = run_async(stream_logs(config, ranks, printer, follow_=args.follow, since=args.since,
+                                       tail=args.tail, timeout=timeout))
+    except BrokenPipeError:  # `logs | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 1 if failed else 0
 
 
