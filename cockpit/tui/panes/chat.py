@@ -320,7 +320,6 @@ class ChatPane(Vertical):
                          for i, c in enumerate(msg.get("tool_calls") or [])]
                 names.update({c.id: c.name for c in calls})
                 turn.finish_with(None, calls, note="loaded")
-                self.call_after_refresh(turn.flush)
             elif role == "tool":
                 call_id = str(msg.get("tool_call_id"))
                 self._add(ToolResultTurn(names.get(call_id, "?"), call_id, str(content or "")))

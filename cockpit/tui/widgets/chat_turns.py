@@ -151,6 +151,7 @@ class AssistantTurn(Vertical):
         self.note = ""
         self.streaming = True
         self._dirty = True
+        self._ready = False
 
     def compose(self) -> ComposeResult:
         yield Static(Text("model"), classes="turn-head", markup=False)
@@ -159,6 +160,11 @@ class AssistantTurn(Vertical):
         yield Static("", classes="content", markup=False)
         yield Static("", classes="tool-calls", markup=False)
         yield Static("", classes="stats", markup=False)
+
+    def on_mount(self) -> None:
+        self._ready = True
+        self._dirty = True
+        self.flush()  # whatever was fed before the turn was on screen
 
     # feeding (cheap: no rendering here) -------------------------------------------------------------
 
@@ -194,7 +200,7 @@ class AssistantTurn(Vertical):
 
     def set_collapsed(self, collapsed: bool) -> None:
         self.collapsed = collapsed
-        if self.is_mounted:
+        if self._ready:
             self.query_one(Collapsible).collapsed = collapsed
 
     @property
@@ -209,7 +215,7 @@ class AssistantTurn(Vertical):
 
     def flush(self) -> None:
         """Render what arrived since the last flush (no-op when nothing changed)."""
-        if not self._dirty or not self.is_mounted:
+        if not self._dirty or not self._ready:
             return
         self._dirty = False
         reasoning = self.reasoning_text

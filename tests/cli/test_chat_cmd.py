@@ -1,0 +1,145 @@
+"""`r37-cockpit chat` and `smoke` against the simulated engine over --api-url (no SSH needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cockpit.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A simulated engine (already booted) on a free port, for the whole module."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("engine") / "engine.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with open(log, "wb") as out:
+        argv = [sys.executable, "-m", "cockpit.sim.engine", "serve-ready", "--port", str(port),
+                "--bind", "127.0.0.1", "--speed", "10"]
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=1) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _png(path: Path) -> Path:
+    width, height = 8, 8
+    raw = b"".join(b"\x00" + bytes((200, 30, 30)) * width for _ in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw))
+                     + chunk(b"IEND", b""))
+    return path
+
+
+def test_chat_streams_answer_to_stdout_and_thinking_to_stderr(engine_url: str, capsys) -> None:
+    rc = main(["chat", "Write two sentences about the ocean.", "--max-tokens", "300",
+               "--api-url", engine_url])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    assert out.strip() and "thinking:" not in out
+    assert "thinking: " in err
+    assert "TTFT" in err and "tok/s" in err and "finish " in err
+
+
+def test_chat_json_no_thinking(engine_url: str, capsys) -> None:
+    rc = main(["chat", "Write two sentences about the ocean.", "--no-thinking", "--temperature", "0",
+               "--max-tokens", "64", "--api-url", engine_url, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert out["text"] and out["reasoning"] == ""
+    assert 2 <= out["usage"]["completion_tokens"] <= 64 and out["finish_reason"] in ("stop", "length")
+    assert out["ttft_s"] > 0 and out["decode_tps"] > 0
+    # K3 speculation packs several tokens per chunk: tokens come from usage, not chunk counts.
+    assert out["chunks"] < out["usage"]["completion_tokens"]
+
+
+def test_chat_with_image_and_tools(engine_url: str, tmp_path: Path, capsys) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"name": "get_weather", "description": "weather for a city",
+                                  "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                 "required": ["city"]}}]))
+    rc = main(["chat", "What is the weather in Paris right now?", "--no-thinking", "--tools", str(tools),
+               "--api-url", engine_url, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["finish_reason"] == "tool_calls"
+    assert out["tool_calls"][0]["name"] == "get_weather"
+    assert out["tool_calls"][0]["arguments"]["city"].lower() == "paris"
+
+    rc = main(["chat", "Describe this image.", "--no-thinking", "--image", str(_png(tmp_path / "red.png")),
+               "--api-url", engine_url, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["text"] and out["finish_reason"] == "stop"
+
+
+def test_chat_bad_input_is_refused_before_sending(tmp_path: Path, capsys) -> None:
+    not_image = tmp_path / "notes.txt"
+    not_image.write_text("hello")
+    # The URL is never contacted: the checks come first (exit 2, one sentence naming the file).
+    assert main(["chat", "hi", "--image", str(not_image), "--api-url", "http://127.0.0.1:9"]) == 2
+    assert "notes.txt" in capsys.readouterr().err
+    missing = str(tmp_path / "missing.png")
+    assert main(["chat", "hi", "--image", missing, "--api-url", "http://127.0.0.1:9"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    images = [str(_png(tmp_path / f"p{i}.png")) for i in range(5)]
+    argv = ["chat", "hi", *[a for p in images for a in ("--image", p)], "--api-url", "http://127.0.0.1:9"]
+    assert main(argv) == 2
+    assert "at most 4 images" in capsys.readouterr().err
+
+
+def test_chat_api_down_is_a_clear_state(capsys) -> None:
+    rc = main(["chat", "hi", "--api-url", f"http://127.0.0.1:{_free_port()}"])
+    err = capsys.readouterr().err
+    assert rc == 3
+    assert "API not ready" in err and "remedy:" in err
+
+
+def test_smoke_passes_with_timings(engine_url: str, capsys) -> None:
+    rc = main(["smoke", "--api-url", engine_url, "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["passed"]
+    assert [s["name"] for s in out["steps"]] == ["health", "models", "card request", "counting", "tool call"]
+    assert all(s["ok"] and s["seconds"] >= 0 for s in out["steps"])
+
+
+def test_smoke_fails_when_api_down(capsys) -> None:
+    rc = main(["smoke", "--api-url", f"http://127.0.0.1:{_free_port()}"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert out.startswith("FAIL  health") and "remedy:" in out and "FAILED" in out

@@ -1,0 +1,87 @@
+"""Snapshots of the chat pane: a streaming answer with thinking collapsed, a tool call, API not ready."""
+
+from __future__ import annotations
+
+from cockpit.api import ContentDelta, Finished, ReasoningDelta, RoleStarted, StreamStats, ToolCallDelta, Usage
+from cockpit.api.endpoint import EndpointStatus
+from cockpit.api.errors import REMEDY_NOT_READY
+from cockpit.api.smoke import WEATHER_TOOL
+from cockpit.api.stream import ChatResult, ToolCall
+from cockpit.tui.app import CockpitApp
+from cockpit.tui.panes.chat import ChatPane
+
+SIZE = (130, 32)
+READY = EndpointStatus("ready", "ready: /health answered 200", url="http://127.0.0.1:40123", checked_at=0.0)
+
+
+async def _open_chat(app: CockpitApp, pilot, status: EndpointStatus) -> ChatPane:  # type: ignore[no-untyped-def]
+    await pilot.pause()
+    app.action_show_pane("chat")
+    pane = app.query_one(ChatPane)
+    pane.workers.cancel_group(pane, "chat-api")  # the pane's own health poll: fixed status instead
+    pane.query_one("#chat-input").focus()
+    await pilot.pause()
+    pane.show_api_status(status)
+    return pane
+
+
+def test_streaming_answer_reasoning_collapsed(snap_compare, fixed_config) -> None:
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        pane = await _open_chat(app, pilot, READY)
+        pane.session.add_user("Write two sentences about the ocean.")
+        pane.rebuild()
+        pane.begin_answer()
+        live = StreamStats(t_start=0.0, t_first_token=0.31, t_end=1.2, completion_tokens=None, chunks=12,
+                           max_gap_s=0.05, mean_gap_s=0.04)
+        pane.feed(RoleStarted(), live)
+        for piece in ["The user wants ", "two sentences ", "about the ocean."]:
+            pane.feed(ReasoningDelta(piece), live)
+        answer = ["The ocean covers ", "most of the planet", " and [bold]holds[/bold] *most* of its water."]
+        for piece in answer:
+            pane.feed(ContentDelta(piece), live)
+        pane.action_fold_reasoning()
+        pane.flush()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_tool_call_shown(snap_compare, fixed_config) -> None:
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        pane = await _open_chat(app, pilot, READY)
+        pane.session.tools = [WEATHER_TOOL]
+        pane.session.settings.thinking = False
+        pane.session.add_user("What is the weather in Paris right now?")
+        pane.rebuild()
+        pane.begin_answer()
+        pane.feed(RoleStarted())
+        pane.feed(ToolCallDelta(0, "chatcmpl-tool-7f3a", "get_weather", ""))
+        pane.feed(ToolCallDelta(0, None, None, '{"city": '))
+        pane.feed(ToolCallDelta(0, None, None, '"Paris", "unit": "celsius"}'))
+        usage = Usage(12, 24, 36)
+        pane.feed(usage)
+        stats = StreamStats(0.0, 0.21, 0.70, 24, 9, 0.08, 0.06)
+        call = ToolCall("chatcmpl-tool-7f3a", "get_weather", '{"city": "Paris", "unit": "celsius"}', 0)
+        result = ChatResult("", "", (call,), "tool_calls", usage, stats)
+        pane.feed(Finished("tool_calls", result, stats))
+        pane.flush()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_api_not_ready(snap_compare, fixed_config) -> None:
+    app = CockpitApp(fixed_config, connect=False)
+    status = EndpointStatus(
+        "not_ready", "not ready: http://127.0.0.1:40123/health closed the connection without a response",
+        REMEDY_NOT_READY, "http://127.0.0.1:40123", checked_at=0.0)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await _open_chat(app, pilot, status)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
