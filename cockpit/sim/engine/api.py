@@ -15,22 +15,25 @@ from aiohttp import web
 from cockpit.sim.engine import images, textgen, tokens
 from cockpit.sim.engine.core import EngineCore, Request, Token, build_output
 from cockpit.sim.engine.metrics import render
+from cockpit.sim.engine.tracebacks import VLLM_VERSION
 
 EFFORTS = {"low": 25, "high": 50, "xhigh": 75, "max": 100}
 MAX_IMAGES = 4
-from cockpit.sim.engine.tracebacks import VLLM_VERSION
 
 
 class ApiError(Exception):
     """A request error returned in vLLM's error JSON shape."""
 
-    def __init__(self, message: str, status: int = 400, kind: str = "BadRequestError",
-                 param: str | None = None) -> None:
+    def __init__(
+        self, message: str, status: int = 400, kind: str = "BadRequestError", param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message, self.status, self.kind, self.param = message, status, kind, param
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.status}}
+        return {
+            "error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.status}
+        }
 
     def response(self) -> web.Response:
         return web.json_response(self.body(), status=self.status)
@@ -60,8 +63,10 @@ def _effort(value: Any) -> int:
         return EFFORTS[value]
     if isinstance(value, str) and value.isdigit() and 1 <= int(value) <= 100:
         return int(value)
-    raise ApiError(f"Invalid reasoning_effort {value!r}: use low, high, xhigh, max or an integer 1-100",
-                   param="reasoning_effort")
+    raise ApiError(
+        f"Invalid reasoning_effort {value!r}: use low, high, xhigh, max or an integer 1-100",
+        param="reasoning_effort",
+    )
 
 
 def _messages(raw: Any) -> tuple[list[dict[str, Any]], list[str], list[tuple[int, int]]]:
@@ -70,9 +75,17 @@ def _messages(raw: Any) -> tuple[list[dict[str, Any]], list[str], list[tuple[int
     out, texts, sizes = [], [], []
     n_images = 0
     for i, m in enumerate(raw):
-        if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user", "assistant", "tool"):
-            raise ApiError(f"messages[{i}]: each message needs a role of system, user, assistant or tool",
-                           param="messages")
+        if not isinstance(m, dict) or m.get("role") not in (
+            "system",
+            "developer",
+            "user",
+            "assistant",
+            "tool",
+        ):
+            raise ApiError(
+                f"messages[{i}]: each message needs a role of system, user, assistant or tool",
+                param="messages",
+            )
         content, text_parts, pics = m.get("content"), [], []
         if isinstance(content, str):
             text_parts.append(content)
@@ -144,9 +157,11 @@ def parse(body: Any, served: str, max_model_len: int) -> ParsedRequest:
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise ApiError("max_tokens must be a positive integer", param="max_tokens")
     if prompt + max_tokens > max_model_len:
-        raise ApiError(f"This model's maximum context length is {max_model_len} tokens. However, you requested "
-                       f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the "
-                       "completion). Please reduce the length of the messages or completion.")
+        raise ApiError(
+            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+            f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the "
+            "completion). Please reduce the length of the messages or completion."
+        )
     stop = body.get("stop") or []
     stop = [stop] if isinstance(stop, str) else stop
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
@@ -158,12 +173,21 @@ def parse(body: Any, served: str, max_model_len: int) -> ParsedRequest:
         seed = int(hashlib.sha1(f"{key_text}{body['seed']}".encode()).hexdigest()[:12], 16)
     else:
         seed = random.getrandbits(48)
-    chat = textgen.ChatInput(messages=msgs, tools=tools, tool_choice=choice, thinking=bool(thinking),
-                             effort=effort, seed=seed)
+    chat = textgen.ChatInput(
+        messages=msgs, tools=tools, tool_choice=choice, thinking=bool(thinking), effort=effort, seed=seed
+    )
     opts = body.get("stream_options") or {}
-    return ParsedRequest(chat=chat, prompt_tokens=prompt, prompt_key=tokens.tokenize(key_text),
-                         max_tokens=max_tokens, stop=stop, stream=bool(body.get("stream", False)),
-                         include_usage=bool(opts.get("include_usage", False)), named_tool=named, body=body)
+    return ParsedRequest(
+        chat=chat,
+        prompt_tokens=prompt,
+        prompt_key=tokens.tokenize(key_text),
+        max_tokens=max_tokens,
+        stop=stop,
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(opts.get("include_usage", False)),
+        named_tool=named,
+        body=body,
+    )
 
 
 def deltas(toks: list[Token]) -> list[dict[str, Any]]:
@@ -177,12 +201,15 @@ def deltas(toks: list[Token]) -> list[dict[str, Any]]:
                 out.append(cur)
             cur[t.kind] = cur.get(t.kind, "") + t.text
         elif t.kind == "tool_head":
-            cur = {"tool_calls": [{"index": t.index, "id": t.call_id, "type": "function",
-                                   "function": {"name": t.name}}]}
+            cur = {
+                "tool_calls": [
+                    {"index": t.index, "id": t.call_id, "type": "function", "function": {"name": t.name}}
+                ]
+            }
             out.append(cur)
             cur = None
         elif t.kind == "tool_args":
-            same = (cur is not None and "tool_calls" in cur and cur["tool_calls"][0]["index"] == t.index)
+            same = cur is not None and "tool_calls" in cur and cur["tool_calls"][0]["index"] == t.index
             if not same:
                 cur = {"tool_calls": [{"index": t.index, "function": {"arguments": ""}}]}
                 out.append(cur)
@@ -203,14 +230,16 @@ class ChatAPI:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.add_routes([
-            web.get("/health", self.health),
-            web.get("/v1/models", self.models),
-            web.get("/metrics", self.metrics),
-            web.get("/version", self.version),
-            web.get("/sim/schedule", self.schedule),
-            web.post("/v1/chat/completions", self.chat),
-        ])
+        app.add_routes(
+            [
+                web.get("/health", self.health),
+                web.get("/v1/models", self.models),
+                web.get("/metrics", self.metrics),
+                web.get("/version", self.version),
+                web.get("/sim/schedule", self.schedule),
+                web.post("/v1/chat/completions", self.chat),
+            ]
+        )
         return app
 
     async def health(self, _: web.Request) -> web.Response:
@@ -223,21 +252,47 @@ class ChatAPI:
         return web.json_response({"sim_only": True, **self.schedule_info})
 
     async def models(self, _: web.Request) -> web.Response:
-        perm = {"id": "modelperm-" + uuid.uuid5(uuid.NAMESPACE_URL, self.core.model).hex,
-                "object": "model_permission", "created": self.created, "allow_create_engine": False,
-                "allow_sampling": True, "allow_logprobs": True, "allow_search_indices": False,
-                "allow_view": True, "allow_fine_tuning": False, "organization": "*", "group": None,
-                "is_blocking": False}
-        return web.json_response({"object": "list", "data": [{
-            "id": self.core.model, "object": "model", "created": self.created, "owned_by": "vllm",
-            "root": self.model_path, "parent": None, "max_model_len": self.core.max_model_len,
-            "permission": [perm]}]})
+        perm = {
+            "id": "modelperm-" + uuid.uuid5(uuid.NAMESPACE_URL, self.core.model).hex,
+            "object": "model_permission",
+            "created": self.created,
+            "allow_create_engine": False,
+            "allow_sampling": True,
+            "allow_logprobs": True,
+            "allow_search_indices": False,
+            "allow_view": True,
+            "allow_fine_tuning": False,
+            "organization": "*",
+            "group": None,
+            "is_blocking": False,
+        }
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.core.model,
+                        "object": "model",
+                        "created": self.created,
+                        "owned_by": "vllm",
+                        "root": self.model_path,
+                        "parent": None,
+                        "max_model_len": self.core.max_model_len,
+                        "permission": [perm],
+                    }
+                ],
+            }
+        )
 
     async def metrics(self, _: web.Request) -> web.Response:
         c = self.core
         text = render(c.stats, c.model, len(c.running), len(c.waiting), c.kv_usage())
-        return web.Response(text=text, content_type="text/plain", charset="utf-8",
-                            headers={"X-Content-Format": "text/plain; version=0.0.4"})
+        return web.Response(
+            text=text,
+            content_type="text/plain",
+            charset="utf-8",
+            headers={"X-Content-Format": "text/plain; version=0.0.4"},
+        )
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         if not self.alive:
@@ -252,8 +307,14 @@ class ChatAPI:
             return exc.response()
         plan = textgen.plan(pr.chat)
         out, finish, stop_reason = build_output(plan, pr.max_tokens, pr.stop)
-        req = Request(rid="chatcmpl-" + uuid.uuid4().hex, prompt_tokens=pr.prompt_tokens,
-                      prompt_key=pr.prompt_key, out=out, finish_reason=finish, stop_reason=stop_reason)
+        req = Request(
+            rid="chatcmpl-" + uuid.uuid4().hex,
+            prompt_tokens=pr.prompt_tokens,
+            prompt_key=pr.prompt_key,
+            out=out,
+            finish_reason=finish,
+            stop_reason=stop_reason,
+        )
         self.core.submit(req)
         try:
             if pr.stream:
@@ -263,19 +324,28 @@ class ChatAPI:
             self.core.abort(req)
 
     def _usage(self, pr: ParsedRequest, req: Request) -> dict[str, Any]:
-        return {"prompt_tokens": pr.prompt_tokens, "total_tokens": pr.prompt_tokens + req.pos,
-                "completion_tokens": req.pos,
-                "completion_tokens_details": {"reasoning_tokens": req.reasoning_tokens}}
+        return {
+            "prompt_tokens": pr.prompt_tokens,
+            "total_tokens": pr.prompt_tokens + req.pos,
+            "completion_tokens": req.pos,
+            "completion_tokens_details": {"reasoning_tokens": req.reasoning_tokens},
+        }
 
     def _finish_reason(self, pr: ParsedRequest, engine_reason: str, had_tools: bool) -> str:
         return "tool_calls" if had_tools and not pr.named_tool and engine_reason == "stop" else engine_reason
 
     async def _stream(self, request: web.Request, pr: ParsedRequest, req: Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
-                                           "Cache-Control": "no-cache"})
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+        )
         await resp.prepare(request)
         created = int(time.time())
-        base = {"id": req.rid, "object": "chat.completion.chunk", "created": created, "model": self.core.model}
+        base = {
+            "id": req.rid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": self.core.model,
+        }
 
         async def send(obj: dict[str, Any] | str) -> None:
             data = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
@@ -289,12 +359,14 @@ class ChatAPI:
 
         try:
             await self._pump(pr, req, send, chunk, base)
-        except ConnectionResetError:        # the client went away; the caller aborts the request
+        except ConnectionResetError:  # the client went away; the caller aborts the request
             return resp
         await resp.write_eof()
         return resp
 
-    async def _pump(self, pr: ParsedRequest, req: Request, send: Any, chunk: Any, base: dict[str, Any]) -> None:
+    async def _pump(
+        self, pr: ParsedRequest, req: Request, send: Any, chunk: Any, base: dict[str, Any]
+    ) -> None:
         """Turn the request's token events into SSE chunks until it finishes."""
         role_sent, had_tools = False, False
         while True:
@@ -302,6 +374,9 @@ class ChatAPI:
             if not role_sent:
                 await send(chunk({"role": "assistant", "content": ""}))
                 role_sent = True
+            if ev[0] == "error":
+                await send({"error": ApiError(ev[1], 500, "InternalServerError").body()["error"]})
+                break
             if ev[0] != "tokens":
                 continue
             _, toks, finish = ev
@@ -314,41 +389,66 @@ class ChatAPI:
                 await send(chunk(d, reason if i == len(parts) - 1 else None))
             if finish:
                 break
-        if pr.include_usage:
+        if pr.include_usage and req.pos and not req.aborted:
             await send({**base, "choices": [], "usage": self._usage(pr, req)})
         await send("[DONE]")
 
     async def _complete(self, pr: ParsedRequest, req: Request) -> web.Response:
+        """Wait for the whole answer and return one chat.completion object."""
         finish = "stop"
         while True:
             ev = await req.events.get()
+            if ev[0] == "error":
+                return ApiError(ev[1], 500, "InternalServerError").response()
             if ev[0] == "tokens" and ev[2]:
                 finish = ev[2]
                 break
-        toks = req.out[:req.pos]
+        toks = req.out[: req.pos]
         content = "".join(t.text for t in toks if t.kind == "content")
         reasoning = "".join(t.text for t in toks if t.kind == "reasoning")
         calls: dict[int, dict[str, Any]] = {}
         for t in toks:
             if t.kind == "tool_head":
-                calls[t.index] = {"id": t.call_id, "type": "function",
-                                  "function": {"name": t.name, "arguments": ""}}
+                calls[t.index] = {
+                    "id": t.call_id,
+                    "type": "function",
+                    "function": {"name": t.name, "arguments": ""},
+                }
             elif t.kind == "tool_args":
                 calls[t.index]["function"]["arguments"] += t.text
-        message: dict[str, Any] = {"role": "assistant", "content": content if content or not calls else None,
-                                   "refusal": None, "annotations": None, "audio": None, "function_call": None,
-                                   "tool_calls": [calls[i] for i in sorted(calls)],
-                                   "reasoning": reasoning or None}
-        choice = {"index": 0, "message": message, "logprobs": None,
-                  "finish_reason": self._finish_reason(pr, finish, bool(calls)), "stop_reason": req.stop_reason}
-        return web.json_response({"id": req.rid, "object": "chat.completion", "created": int(time.time()),
-                                  "model": self.core.model, "choices": [choice], "usage": self._usage(pr, req),
-                                  "prompt_logprobs": None})
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": content if content or not calls else None,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
+            "tool_calls": [calls[i] for i in sorted(calls)],
+            "reasoning": reasoning or None,
+        }
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": self._finish_reason(pr, finish, bool(calls)),
+            "stop_reason": req.stop_reason,
+        }
+        return web.json_response(
+            {
+                "id": req.rid,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.core.model,
+                "choices": [choice],
+                "usage": self._usage(pr, req),
+                "prompt_logprobs": None,
+            }
+        )
 
 
 async def start_site(api: ChatAPI, host: str, port: int) -> web.AppRunner:
     """Serve the API on host:port; returns the runner (call .cleanup() to stop)."""
-    runner = web.AppRunner(api.app(), access_log=None, handle_signals=False)
+    runner = web.AppRunner(api.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()

@@ -27,8 +27,20 @@ from cockpit.sim.engine.vlog import VLog, progress
 
 GIB = 1 << 30
 WEIGHTS_BYTES = int(71.3 * GIB)
-NOMINAL = {"start": 8.0, "dist": 20.0, "engram": 45.0, "shard": 11.0, "post_load": 10.0, "compile": 75.0,
-           "kv": 20.0, "graphs": 95.0, "api": 4.0, "timeout": 600.0, "crash": 20.0, "retry_log": 30.0}
+NOMINAL = {
+    "start": 8.0,
+    "dist": 20.0,
+    "engram": 45.0,
+    "shard": 11.0,
+    "post_load": 10.0,
+    "compile": 75.0,
+    "kv": 20.0,
+    "graphs": 95.0,
+    "api": 4.0,
+    "timeout": 600.0,
+    "crash": 20.0,
+    "retry_log": 30.0,
+}
 OOM_SHARD = 31
 ENGRAM_LAYERS = (3, 11, 19, 27, 35, 43)
 ENGRAM_ROWS = 1_310_720
@@ -78,6 +90,12 @@ class Boot:
     def nominal(self, key: str) -> float:
         return NOMINAL[key] * self.rng.uniform(0.9, 1.1)
 
+    def rendezvous_timeout(self) -> float:
+        """Real seconds the ranks wait for each other: nominal 600 s / speed, at least 10 s (a staged
+        launch by hand must fit), or env R37_SIM_RENDEZVOUS_TIMEOUT."""
+        env = os.environ.get("R37_SIM_RENDEZVOUS_TIMEOUT")
+        return float(env) if env else max(10.0, NOMINAL["timeout"] / self.speed)
+
     async def pause(self, nominal_s: float) -> None:
         """Sleep nominal_s / speed, raising as soon as a peer dies."""
         end = time.monotonic() + nominal_s / self.speed
@@ -119,8 +137,12 @@ class Boot:
     def shutdown_logs(self) -> None:
         if self.is_head and self.ready:
             self.info("launcher.py:110", "Shutting down FastAPI HTTP server.", "APIServer")
-            for text in ("Shutting down", "Waiting for application shutdown.", "Application shutdown complete.",
-                         f"Finished server process [{os.getpid()}]"):
+            for text in (
+                "Shutting down",
+                "Waiting for application shutdown.",
+                "Application shutdown complete.",
+                f"Finished server process [{os.getpid()}]",
+            ):
                 self.log.raw(f"(APIServer pid={os.getpid()}) INFO:     {text}", err=False)
         else:
             self.info("multiproc_executor.py:702", "Parent process exited, terminating worker")
@@ -166,15 +188,22 @@ class Boot:
         self.info("model.py:1745", f"Using max model len {a.max_model_len}", proc)
         self.info("scheduler.py:225", "Chunked prefill is enabled with max_num_batched_tokens=4096.", proc)
         if a.spec_k:
-            self.info("speculative.py:214", f"Using speculative decoding with num_speculative_tokens={a.spec_k}",
-                      proc)
+            self.info(
+                "speculative.py:214",
+                f"Using speculative decoding with num_speculative_tokens={a.spec_k}",
+                proc,
+            )
         await self.pause(self.nominal("start") / 2)
 
     async def phase_distributed(self) -> None:
         a = self.args
         if self.multi and self.is_head:
-            self.info("core.py:93", f"DP group leader: node_rank=0, node_rank_within_dp=0, master_addr={a.master_addr}, "
-                      f"mp_distributed_port={a.master_port}, world_size={self.world}", "EngineCore_DP0")
+            self.info(
+                "core.py:93",
+                f"DP group leader: node_rank=0, node_rank_within_dp=0, master_addr={a.master_addr}, "
+                f"mp_distributed_port={a.master_port}, world_size={self.world}",
+                "EngineCore_DP0",
+            )
             self.head = Head(a.nnodes, self._head_event)
             try:
                 await self.head.start(a.master_addr, a.master_port)
@@ -187,39 +216,57 @@ class Boot:
         elif self.multi:
             self.link = WorkerLink(self.rank, self.spec.hostname)
             await self.join_head()
-        self.info("parallel_state.py:1134",
-                  f"world_size={self.world} rank={self.rank} local_rank=0 distributed_init_method="
-                  f"tcp://{a.master_addr}:{a.master_port} backend=nccl")
+        self.info(
+            "parallel_state.py:1134",
+            f"world_size={self.world} rank={self.rank} local_rank=0 distributed_init_method="
+            f"tcp://{a.master_addr}:{a.master_port} backend=nccl",
+        )
         await self.pause(self.nominal("dist") / 2)
         ip = self.spec.fabric_ip
         tag = f"{self.spec.hostname}:{os.getpid()}:{os.getpid() + 140} [0]"
         if self.host.has_hca():
-            self.log.raw(f"{tag} NCCL INFO NET/IB : Using [0]{self.hca}:1/RoCE [RO]; OOB {self.iface}:{ip}<0>",
-                         err=False)
+            self.log.raw(
+                f"{tag} NCCL INFO NET/IB : Using [0]{self.hca}:1/RoCE [RO]; OOB {self.iface}:{ip}<0>",
+                err=False,
+            )
         else:
             self.log.raw(f"{tag} NCCL INFO NET/IB : No device found.", err=False)
             self.log.raw(f"{tag} NCCL INFO NET/Socket : Using [0]{self.iface}:{ip}<0>", err=False)
         if self.fault("nccl-timeout"):
             await self.fail_nccl(tag, ip)
         self.host.add_traffic(64 * 1024 * 1024)
-        self.log.raw(f"{tag} NCCL INFO ncclCommInitRank comm 0x{0xA0D3E0 + self.rank:x} rank {self.rank} "
-                     f"nranks {self.world} cudaDev 0 nvmlDev 0 busId f01000 commId 0x5f3c7e91d2a4b6c8 - "
-                     "Init COMPLETE", err=False)
-        self.info("parallel_state.py:1283", f"rank {self.rank} in world size {self.world} is assigned as "
-                  f"DP rank 0, PP rank 0, TP rank {self.rank}, EP rank {self.rank}")
+        self.log.raw(
+            f"{tag} NCCL INFO ncclCommInitRank comm 0x{0xA0D3E0 + self.rank:x} rank {self.rank} "
+            f"nranks {self.world} cudaDev 0 nvmlDev 0 busId f01000 commId 0x5f3c7e91d2a4b6c8 - "
+            "Init COMPLETE",
+            err=False,
+        )
+        self.info(
+            "parallel_state.py:1283",
+            f"rank {self.rank} in world size {self.world} is assigned as "
+            f"DP rank 0, PP rank 0, TP rank {self.rank}, EP rank {self.rank}",
+        )
         await self.pause(self.nominal("dist") / 2)
 
     def _head_event(self, kind: str, rank: int, text: str) -> None:
         if kind == "joined":
-            self.info("multiproc_executor.py:131", f"Worker node_rank={rank} ({text}) joined the rendezvous",
-                      "EngineCore_DP0")
+            self.info(
+                "multiproc_executor.py:131",
+                f"Worker node_rank={rank} ({text}) joined the rendezvous",
+                "EngineCore_DP0",
+            )
         elif kind == "late":
-            self.info("multiproc_executor.py:139", f"Ignoring rendezvous request from node_rank={rank} ({text}): "
-                      "the process group is already initialised", "EngineCore_DP0", "WARNING")
+            self.info(
+                "multiproc_executor.py:139",
+                f"Ignoring rendezvous request from node_rank={rank} ({text}): "
+                "the process group is already initialised",
+                "EngineCore_DP0",
+                "WARNING",
+            )
 
     async def wait_for_workers(self) -> None:
         assert self.head is not None
-        deadline = time.monotonic() + NOMINAL["timeout"] / self.speed
+        deadline = time.monotonic() + self.rendezvous_timeout()
         while not self.head.all_joined.is_set():
             self._check_peers()
             if time.monotonic() > deadline:
@@ -234,13 +281,17 @@ class Boot:
     async def join_head(self) -> None:
         assert self.link is not None
         a = self.args
-        start, backoff, next_log = time.monotonic(), 0.1, NOMINAL["timeout"] / self.speed
-        self.info("multiproc_executor.py:118", f"Connecting to the head at {a.master_addr}:{a.master_port} "
-                  f"(node_rank={self.rank}, headless)", None)
+        start, backoff, next_log = time.monotonic(), 0.1, self.rendezvous_timeout()
+        self.info(
+            "multiproc_executor.py:118",
+            f"Connecting to the head at {a.master_addr}:{a.master_port} (node_rank={self.rank}, headless)",
+            None,
+        )
         while not await self.link.try_join(a.master_addr, a.master_port):
             if time.monotonic() - start > next_log:
-                self.log.raw(tracebacks.store_client_timeout(a.master_addr, a.master_port,
-                                                             int(NOMINAL["timeout"])))
+                self.log.raw(
+                    tracebacks.store_client_timeout(a.master_addr, a.master_port, int(NOMINAL["timeout"]))
+                )
                 next_log += max(1.0, NOMINAL["retry_log"] / self.speed)
             await asyncio.sleep(backoff)
             backoff = min(2.0, backoff * 1.6)
@@ -281,8 +332,10 @@ class Boot:
         self.info("default_loader.py:267", f"Loading weights took {elapsed:.2f} seconds")
         post = self.nominal("post_load")
         await self.pause(post)
-        self.info("gpu_model_runner.py:2370",
-                  f"Model loading took {WEIGHTS_BYTES / GIB:.4f} GiB and {elapsed + post:.6f} seconds")
+        self.info(
+            "gpu_model_runner.py:2370",
+            f"Model loading took {WEIGHTS_BYTES / GIB:.4f} GiB and {elapsed + post:.6f} seconds",
+        )
 
     def oom(self) -> None:
         self.log.raw(tracebacks.oom())
@@ -294,8 +347,11 @@ class Boot:
 
     async def phase_compile_and_kv(self) -> None:
         d = self.nominal("compile")
-        self.info("backends.py:548", f"Using cache directory: /root/.cache/vllm/torch_compile_cache/9d3f1c2ab4/"
-                  f"rank_{self.rank}_0/backbone for vLLM's torch.compile")
+        self.info(
+            "backends.py:548",
+            f"Using cache directory: /root/.cache/vllm/torch_compile_cache/9d3f1c2ab4/"
+            f"rank_{self.rank}_0/backbone for vLLM's torch.compile",
+        )
         await self.pause(d * 0.15)
         self.info("backends.py:559", f"Dynamo bytecode transform time: {d * 0.15:.2f} s")
         self.host.set_gpu(0.35)
@@ -311,8 +367,12 @@ class Boot:
         self.info("gpu_worker.py:298", f"Available KV cache memory: {kv_gib:.2f} GiB")
         proc = "EngineCore_DP0" if self.is_head else self.wproc
         self.info("kv_cache_utils.py:1087", f"GPU KV cache size: {kv_tok:,} tokens", proc)
-        self.info("kv_cache_utils.py:1091", f"Maximum concurrency for {self.args.max_model_len:,} tokens per "
-                  f"request: {kv_tok / self.args.max_model_len:.2f}x", proc)
+        self.info(
+            "kv_cache_utils.py:1091",
+            f"Maximum concurrency for {self.args.max_model_len:,} tokens per "
+            f"request: {kv_tok / self.args.max_model_len:.2f}x",
+            proc,
+        )
 
     async def phase_graphs(self) -> None:
         d = self.nominal("graphs")
@@ -323,7 +383,9 @@ class Boot:
                 await self.pause(max(0.0, step))
                 elapsed += max(0.0, step)
                 self.host.set_gpu(0.6)
-                self.log.raw(progress(f"Capturing CUDA graphs ({label})", k, n, elapsed).replace(" Completed", ""))
+                self.log.raw(
+                    progress(f"Capturing CUDA graphs ({label})", k, n, elapsed).replace(" Completed", "")
+                )
             self.log.raw(progress(f"Capturing CUDA graphs ({label})", n, n, d / 2).replace(" Completed", ""))
         self.host.add_traffic(16 * 1024 * 1024)
         self.host.set_gpu(0.0)
@@ -332,8 +394,13 @@ class Boot:
     # --- serving ------------------------------------------------------------------------------
     def _engine_config(self) -> EngineConfig:
         a = self.args
-        return EngineConfig(model=a.served_model_name, model_path=a.model_path, max_model_len=a.max_model_len,
-                            max_num_seqs=a.max_num_seqs, kv_tokens=kv_tokens(a.gpu_memory_utilization))
+        return EngineConfig(
+            model=a.served_model_name,
+            model_path=a.model_path,
+            max_model_len=a.max_model_len,
+            max_num_seqs=a.max_num_seqs,
+            kv_tokens=kv_tokens(a.gpu_memory_utilization),
+        )
 
     async def serve(self) -> int:
         a = self.args
@@ -341,31 +408,45 @@ class Boot:
             while not self.head.all_ready.is_set():
                 self._check_peers()
                 await asyncio.sleep(0.05)
-        self.info("core.py:218", "init engine (profile, create kv cache, warmup model) took "
-                  f"{NOMINAL['compile'] + NOMINAL['kv'] + NOMINAL['graphs']:.2f} seconds", "EngineCore_DP0")
+        self.info(
+            "core.py:218",
+            "init engine (profile, create kv cache, warmup model) took "
+            f"{NOMINAL['compile'] + NOMINAL['kv'] + NOMINAL['graphs']:.2f} seconds",
+            "EngineCore_DP0",
+        )
         on_tick = self.head.tick if self.head is not None else None
-        self.serving = Serving(schedule_from_env(), self._engine_config(), self.log, self.host, self.fault,
-                               on_tick)
+        self.serving = Serving(
+            schedule_from_env(), self._engine_config(), self.log, self.host, self.fault, on_tick
+        )
         self.serving.start_background()
         await self.pause(NOMINAL["api"])
         bind = self.spec.api_bind if self.root is not None else a.host
         try:
             await self.serving.start_api(bind, a.port)
         except OSError as exc:
-            self.log.raw(f"(APIServer pid={os.getpid()}) ERROR:    [Errno {exc.errno}] error while attempting "
-                         f"to bind on address ('{a.host}', {a.port}): {exc.strerror}")
+            self.log.raw(
+                f"(APIServer pid={os.getpid()}) ERROR:    [Errno {exc.errno}] error while attempting "
+                f"to bind on address ('{a.host}', {a.port}): {exc.strerror}"
+            )
             return 1
         api = "APIServer"
         self.info("api_server.py:1656", "Supported_tasks: ['generate']", api)
         self.info("api_server.py:2012", f"Starting vLLM API server 0 on http://{a.host}:{a.port}", api)
         self.info("launcher.py:37", "Available routes are:", api)
-        for route, methods in (("/health", "GET"), ("/v1/models", "GET"), ("/metrics", "GET"),
-                               ("/v1/chat/completions", "POST")):
+        for route, methods in (
+            ("/health", "GET"),
+            ("/v1/models", "GET"),
+            ("/metrics", "GET"),
+            ("/v1/chat/completions", "POST"),
+        ):
             self.info("launcher.py:45", f"Route: {route}, Methods: {methods}", api)
         pid = os.getpid()
-        for text in (f"Started server process [{pid}]", "Waiting for application startup.",
-                     "Application startup complete.",
-                     f"Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)"):
+        for text in (
+            f"Started server process [{pid}]",
+            "Waiting for application startup.",
+            "Application startup complete.",
+            f"Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)",
+        ):
             self.log.raw(f"(APIServer pid={pid}) INFO:     {text}", err=False)
         self.ready = True
         return await self.watch_ready()
@@ -386,8 +467,12 @@ class Boot:
         if self.link is not None:
             self.link.on_tick = self._worker_tick
             await self.link.send({"op": "ready"})
-        self.info("multiproc_executor.py:584", "Worker ready; running headless on this node (no API server), "
-                  "waiting for work from the head node", None)
+        self.info(
+            "multiproc_executor.py:584",
+            "Worker ready; running headless on this node (no API server), "
+            "waiting for work from the head node",
+            None,
+        )
         self.ready = True
         return await self.watch_ready()
 
@@ -398,8 +483,16 @@ class Boot:
     def on_worker_died(self, exc: WorkerDied) -> int:
         if self.serving is not None:
             self.serving.api.alive = False
-        self.info("multiproc_executor.py:154", f"Worker proc VllmWorker-{exc.rank} (node_rank={exc.rank}) died "
-                  f"unexpectedly ({exc}), shutting down executor.", "EngineCore_DP0", "ERROR")
+            self.serving.core.fail_all(
+                "EngineCore encountered an issue. See stack trace (above) for the root cause."
+            )
+        self.info(
+            "multiproc_executor.py:154",
+            f"Worker proc VllmWorker-{exc.rank} (node_rank={exc.rank}) died "
+            f"unexpectedly ({exc}), shutting down executor.",
+            "EngineCore_DP0",
+            "ERROR",
+        )
         if self.ready:
             self.log.raw(tracebacks.engine_dead())
         else:
@@ -414,17 +507,25 @@ class Boot:
         self.host.set_gpu(0.0)
         while True:
             await asyncio.sleep(max(1.0, NOMINAL["retry_log"] / self.speed))
-            self.log.raw(f"[W{time.strftime('%m%d %H:%M:%S')} TCPStore.cpp:125] [c10d] recvValue failed on "
-                         f"SocketImpl(fd=37, addr=[{self.spec.fabric_ip}]:41822, remote=[{a.master_addr}]:"
-                         f"{a.master_port}): failed to recv, got 0 bytes")
+            self.log.raw(
+                f"[W{time.strftime('%m%d %H:%M:%S')} TCPStore.cpp:125] [c10d] recvValue failed on "
+                f"SocketImpl(fd=37, addr=[{self.spec.fabric_ip}]:41822, remote=[{a.master_addr}]:"
+                f"{a.master_port}): failed to recv, got 0 bytes"
+            )
 
 
 def _spec(args: ServeArgs, root: Path | None) -> layout.HostSpec:
     if root is not None and layout.spec_path(root).exists():
         return layout.read_spec(root)
-    return layout.HostSpec(rank=args.node_rank, nranks=args.nnodes, hostname=socket.gethostname(), mode="demo",
-                           fabric_ip=args.master_addr if args.node_rank == 0 else "127.0.0.1", peers=[],
-                           api_bind=args.host)
+    return layout.HostSpec(
+        rank=args.node_rank,
+        nranks=args.nnodes,
+        hostname=socket.gethostname(),
+        mode="demo",
+        fabric_ip=args.master_addr if args.node_rank == 0 else "127.0.0.1",
+        peers=[],
+        api_bind=args.host,
+    )
 
 
 def run(args: ServeArgs) -> int:

@@ -1,7 +1,7 @@
 """Command line of the simulated engine.
 
-    python -m cockpit.sim.engine vllm serve MODEL_PATH [vLLM flags]     (what the container shim runs)
-    python -m cockpit.sim.engine serve-ready --port P [--bind ADDR] [--speed S] [--time-scale X] ...
+python -m cockpit.sim.engine vllm serve MODEL_PATH [vLLM flags]     (what the container shim runs)
+python -m cockpit.sim.engine serve-ready --port P [--bind ADDR] [--speed S] [--time-scale X] ...
 """
 
 from __future__ import annotations
@@ -97,14 +97,24 @@ def parse_serve(argv: list[str]) -> ServeArgs:
                 extra[key] = True
         i += 1
     nd: dict[str, Any] = {"model_tag": ns.model_tag}
-    for key, default in (("host", "0.0.0.0"), ("port", constants.API_PORT), ("headless", False),
-                         ("nnodes", 1), ("node_rank", 0), ("master_addr", "127.0.0.1"),
-                         ("master_port", constants.COORD_PORT)):
+    for key, default in (
+        ("host", "0.0.0.0"),
+        ("port", constants.API_PORT),
+        ("headless", False),
+        ("nnodes", 1),
+        ("node_rank", 0),
+        ("master_addr", "127.0.0.1"),
+        ("master_port", constants.COORD_PORT),
+    ):
         if getattr(ns, key) != default:
             nd[key] = getattr(ns, key)
     nd["model"] = ns.model_tag
-    for key, default in (("max_model_len", None), ("tensor_parallel_size", 1), ("max_num_seqs", 256),
-                         ("gpu_memory_utilization", 0.9)):
+    for key, default in (
+        ("max_model_len", None),
+        ("tensor_parallel_size", 1),
+        ("max_num_seqs", 256),
+        ("gpu_memory_utilization", 0.9),
+    ):
         if getattr(ns, key) != default:
             nd[key] = getattr(ns, key)
     if ns.served_model_name:
@@ -112,12 +122,23 @@ def parse_serve(argv: list[str]) -> ServeArgs:
     if ns.speculative_config:
         nd["speculative_config"] = json.loads(ns.speculative_config) if spec_k else ns.speculative_config
     nd.update(extra)
-    return ServeArgs(model_path=ns.model_tag,
-                     served_model_name=(ns.served_model_name or [ns.model_tag])[0],
-                     tensor_parallel_size=ns.tensor_parallel_size, nnodes=ns.nnodes, node_rank=ns.node_rank,
-                     master_addr=ns.master_addr, master_port=ns.master_port, headless=ns.headless,
-                     host=ns.host, port=ns.port, max_model_len=ns.max_model_len, max_num_seqs=ns.max_num_seqs,
-                     gpu_memory_utilization=ns.gpu_memory_utilization, spec_k=spec_k, non_default=nd)
+    return ServeArgs(
+        model_path=ns.model_tag,
+        served_model_name=(ns.served_model_name or [ns.model_tag])[0],
+        tensor_parallel_size=ns.tensor_parallel_size,
+        nnodes=ns.nnodes,
+        node_rank=ns.node_rank,
+        master_addr=ns.master_addr,
+        master_port=ns.master_port,
+        headless=ns.headless,
+        host=ns.host,
+        port=ns.port,
+        max_model_len=ns.max_model_len,
+        max_num_seqs=ns.max_num_seqs,
+        gpu_memory_utilization=ns.gpu_memory_utilization,
+        spec_k=spec_k,
+        non_default=nd,
+    )
 
 
 def kv_tokens(gmu: float) -> int:
@@ -143,16 +164,30 @@ def schedule_from_env(base: Schedule | None = None) -> Schedule:
 
 
 async def _serve_ready(ns: argparse.Namespace) -> int:
-    sch = Schedule(seed=ns.seed, idle_factor=ns.idle_factor, idle_after_s=ns.idle_after,
-                   jitter=ns.jitter, time_scale=ns.time_scale / ns.speed)
+    sch = Schedule(
+        seed=ns.seed,
+        idle_factor=ns.idle_factor,
+        idle_after_s=ns.idle_after,
+        jitter=ns.jitter,
+        time_scale=ns.time_scale / ns.speed,
+    )
     log = VLog()
-    cfg = EngineConfig(model=ns.served_model_name, model_path=ns.model_path, max_model_len=ns.max_model_len,
-                       max_num_seqs=ns.max_num_seqs, kv_tokens=kv_tokens(constants.GMU))
+    cfg = EngineConfig(
+        model=ns.served_model_name,
+        model_path=ns.model_path,
+        max_model_len=ns.max_model_len,
+        max_num_seqs=ns.max_num_seqs,
+        kv_tokens=kv_tokens(constants.GMU),
+    )
     serving = Serving(sch, cfg, log, HostIO(None, ""))
     serving.start_background()
     await serving.start_api(ns.bind, ns.port)
-    log.line("APIServer", "INFO", "launcher.py:46",
-             f"Starting vLLM API server 0 on http://{ns.bind}:{ns.port} (simulated, already booted)")
+    log.line(
+        "APIServer",
+        "INFO",
+        "launcher.py:46",
+        f"Starting vLLM API server 0 on http://{ns.bind}:{ns.port} (simulated, already booted)",
+    )
     log.line("APIServer", "INFO", "on.py:62", "Application startup complete.")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -165,8 +200,10 @@ async def _serve_ready(ns: argparse.Namespace) -> int:
 
 
 def _ready_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m cockpit.sim.engine serve-ready",
-                                description="Serve the simulated API of an already-booted engine (no host root).")
+    p = argparse.ArgumentParser(
+        prog="python -m cockpit.sim.engine serve-ready",
+        description="Serve the simulated API of an already-booted engine (no host root).",
+    )
     p.add_argument("--port", type=int, default=constants.API_PORT)
     p.add_argument("--bind", default="127.0.0.1")
     p.add_argument("--speed", type=float, default=1.0, help="divide all engine durations by S (default 1)")

@@ -23,6 +23,7 @@ from cockpit.sim.engine.schedule import Schedule
 
 PREFIX_BLOCK = 256
 PREFIX_CACHE_BLOCKS = 65536
+MIN_LAG_S = 0.002
 
 
 @dataclass
@@ -32,9 +33,9 @@ class Token:
     kind: str
     text: str
     category: str
-    index: int = 0                 # tool call index
-    name: str = ""                 # tool_head: function name
-    call_id: str = ""              # tool_head: call id
+    index: int = 0  # tool call index
+    name: str = ""  # tool_head: function name
+    call_id: str = ""  # tool_head: call id
 
 
 def build_output(plan: textgen.Plan, max_tokens: int, stop: list[str]) -> tuple[list[Token], str, str | None]:
@@ -46,7 +47,7 @@ def build_output(plan: textgen.Plan, max_tokens: int, stop: list[str]) -> tuple[
         if i >= 0 and (stop_reason is None or i < content.find(stop_reason)):
             stop_reason = s
     if stop_reason is not None:
-        content = content[:content.find(stop_reason)]
+        content = content[: content.find(stop_reason)]
     out += [Token("content", t, plan.category) for t in tokens.tokenize(content)]
     for i, call in enumerate(plan.tool_calls):
         head = tokens.count(call.name) + 3
@@ -83,14 +84,21 @@ class Request:
 
     @property
     def reasoning_tokens(self) -> int:
-        return sum(1 for t in self.out[:self.pos] if t.kind == "reasoning")
+        return sum(1 for t in self.out[: self.pos] if t.kind == "reasoning")
 
 
 class EngineCore:
     """Continuous-batching scheduler on simulated time; one instance per engine."""
 
-    def __init__(self, schedule: Schedule, model: str, max_model_len: int, max_num_seqs: int,
-                 kv_tokens: int, hang: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        schedule: Schedule,
+        model: str,
+        max_model_len: int,
+        max_num_seqs: int,
+        kv_tokens: int,
+        hang: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.sch = schedule
         self.model = model
         self.max_model_len = max_model_len
@@ -106,7 +114,7 @@ class EngineCore:
         self._ids = itertools.count()
         self.idle_since = time.monotonic()
         self.boost = False
-        self.busy_s = 0.0                  # accumulated step time (for GPU utilisation)
+        self.busy_s = 0.0  # accumulated step time (for GPU utilisation)
         self.window = {"prompt": 0, "gen": 0, "drafts": 0, "draft_tokens": 0, "accepted": 0}
 
     # --- submission -------------------------------------------------------------------------------
@@ -124,6 +132,15 @@ class EngineCore:
             if req in self.running:
                 self.running.remove(req)
 
+    def fail_all(self, message: str) -> None:
+        """End every request with an error event (engine death or shutdown)."""
+        for r in [*self.running, *self.waiting]:
+            if not r.done:
+                r.events.put_nowait(("error", message))
+                r.done = True
+                self.stats.success["error"] += 1
+        self.running, self.waiting = [], []
+
     def kv_usage(self) -> float:
         used = sum(r.prompt_tokens + r.pos for r in self.running)
         return min(1.0, used / self.kv_tokens) if self.kv_tokens else 0.0
@@ -134,7 +151,7 @@ class EngineCore:
         hits, key = 0, req.prompt_key
         hashes = []
         for b in range(len(key) // PREFIX_BLOCK):
-            h.update("".join(key[b * PREFIX_BLOCK:(b + 1) * PREFIX_BLOCK]).encode())
+            h.update("".join(key[b * PREFIX_BLOCK : (b + 1) * PREFIX_BLOCK]).encode())
             hashes.append(h.hexdigest())
         for d in hashes:
             if d not in self._prefix:
@@ -204,7 +221,10 @@ class EngineCore:
             dur /= sch.idle_factor
         dur *= sch.time_scale
         now = time.monotonic()
-        start = next_t if next_t is not None and 0 <= now - next_t < 0.25 else now
+        # Back-to-back steps start at the previous step's deadline: timer overshoot and short stalls of
+        # the host (up to one step) are made up by the next step; a longer stall is lost time, as a
+        # hiccup would be on real hardware (so measured rates are never inflated by more than one step).
+        start = next_t if next_t is not None and 0 <= now - next_t < max(dur, MIN_LAG_S) else now
         end = start + dur
         delay = end - time.monotonic()
         if delay > 0:
@@ -239,7 +259,7 @@ class EngineCore:
 
     def _emit(self, r: Request, k: int, t: float) -> int:
         k = min(k, len(r.out) - r.pos)
-        toks = r.out[r.pos:r.pos + k]
+        toks = r.out[r.pos : r.pos + k]
         r.pos += k
         self.stats.generation_tokens += k
         self.window["gen"] += k

@@ -11,6 +11,7 @@ all-reduce volume: BYTES_PER_TOKEN bytes sent and received per processed token (
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -57,9 +58,15 @@ class HostIO:
         clock = round(800 + 1500 * load + 60 * j * load)
         if slow:
             clock = min(clock, 630 + round(200 * load + 50 * abs(j)))
-        data = {"utilization": util, "power_w": power, "sm_clock_mhz": clock,
-                "temperature_c": round(38 + 30 * load + j),
-                "apps": [{"pid": os.getpid(), "used_mib": self.used_bytes // (1 << 20)}] if self.used_bytes else []}
+        data = {
+            "utilization": util,
+            "power_w": power,
+            "sm_clock_mhz": clock,
+            "temperature_c": round(38 + 30 * load + j),
+            "apps": [{"pid": os.getpid(), "used_mib": self.used_bytes // (1 << 20)}]
+            if self.used_bytes
+            else [],
+        }
         write_atomic(layout.run_dir(self.root) / "gpu.json", json.dumps(data))
 
     # --- RDMA -----------------------------------------------------------------------------------
@@ -78,8 +85,12 @@ class HostIO:
         if d is None or nbytes <= 0 or not self.has_hca():
             return
         packets = -(-nbytes // MTU)
-        for name, inc in (("port_xmit_data", nbytes // 4), ("port_rcv_data", nbytes // 4),
-                          ("port_xmit_packets", packets), ("port_rcv_packets", packets)):
+        for name, inc in (
+            ("port_xmit_data", nbytes // 4),
+            ("port_rcv_data", nbytes // 4),
+            ("port_xmit_packets", packets),
+            ("port_rcv_packets", packets),
+        ):
             p = d / name
             try:
                 cur = int(p.read_text().strip() or 0)
@@ -91,7 +102,5 @@ class HostIO:
         if not self.root:
             return
         for name in ("mem.json", "gpu.json"):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 (layout.run_dir(self.root) / name).unlink()
-            except FileNotFoundError:
-                pass

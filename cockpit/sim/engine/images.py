@@ -31,8 +31,21 @@ PALETTE: dict[str, list[RGB]] = {
     "gray": [(128, 128, 128), (192, 192, 192), (80, 80, 80)],
 }
 
-NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-                "eleven", "twelve"]
+NUMBER_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+]
 
 
 class ImageError(ValueError):
@@ -93,9 +106,9 @@ def _jpeg_size(raw: bytes) -> tuple[int, int]:
             i += 1
             continue
         marker = raw[i + 1]
-        length = struct.unpack(">H", raw[i + 2:i + 4])[0]
+        length = struct.unpack(">H", raw[i + 2 : i + 4])[0]
         if 0xC0 <= marker <= 0xC3:
-            h, w = struct.unpack(">HH", raw[i + 5:i + 9])
+            h, w = struct.unpack(">HH", raw[i + 5 : i + 9])
             return w, h
         i += 2 + length
     return 512, 512
@@ -114,8 +127,8 @@ def decode_png(raw: bytes) -> tuple[int, int, list[list[RGB]]]:
     pos, idat, palette = 8, bytearray(), b""
     width = height = depth = ctype = interlace = 0
     while pos < len(raw):
-        length, kind = struct.unpack(">I4s", raw[pos:pos + 8])
-        body = raw[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", raw[pos : pos + 8])
+        body = raw[pos + 8 : pos + 8 + length]
         pos += 12 + length
         if kind == b"IHDR":
             width, height, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", body)
@@ -136,7 +149,7 @@ def decode_png(raw: bytes) -> tuple[int, int, list[list[RGB]]]:
     rows: list[list[RGB]] = []
     for y in range(height):
         start = y * (stride + 1)
-        ftype, line = data[start], bytearray(data[start + 1:start + 1 + stride])
+        ftype, line = data[start], bytearray(data[start + 1 : start + 1 + stride])
         for x in range(stride):
             a = line[x - channels] if x >= channels else 0
             b = prev[x]
@@ -204,15 +217,18 @@ def analyse(img: Image) -> dict[str, object]:
     dominant = Counter(flat).most_common(1)[0][0]
     cols = [_uniform([grid[y][x] for y in range(h)], 0.95) for x in range(w)]
     rows = [_uniform(grid[y], 0.95) for y in range(h)]
-    if all(cols) and len(_runs(cols)) >= 2:        # type: ignore[arg-type]
+    if all(cols) and len(_runs(cols)) >= 2:  # type: ignore[arg-type]
         return {"kind": "stripes", "orientation": "vertical", "colours": _runs(cols)}  # type: ignore[arg-type]
-    if all(rows) and len(_runs(rows)) >= 2:        # type: ignore[arg-type]
+    if all(rows) and len(_runs(rows)) >= 2:  # type: ignore[arg-type]
         return {"kind": "stripes", "orientation": "horizontal", "colours": _runs(rows)}  # type: ignore[arg-type]
     quads = []
     for qy in (0, 1):
         for qx in (0, 1):
-            cells = [grid[y][x] for y in range(qy * h // 2, (qy + 1) * h // 2)
-                     for x in range(qx * w // 2, (qx + 1) * w // 2)]
+            cells = [
+                grid[y][x]
+                for y in range(qy * h // 2, (qy + 1) * h // 2)
+                for x in range(qx * w // 2, (qx + 1) * w // 2)
+            ]
             quads.append(_uniform(cells, 0.85) if cells else None)
     if all(quads) and len(set(quads)) >= 2:
         return {"kind": "grid", "colours": quads}
@@ -223,13 +239,17 @@ def describe_one(img: Image) -> str:
     a = analyse(img)
     if a["kind"] == "stripes":
         colours: list[str] = a["colours"]  # type: ignore[assignment]
-        return (f"{number_word(len(colours))} {a['orientation']} stripes, from "
-                f"{'left to right' if a['orientation'] == 'vertical' else 'top to bottom'}: "
-                f"{', '.join(colours)}")
+        return (
+            f"{number_word(len(colours))} {a['orientation']} stripes, from "
+            f"{'left to right' if a['orientation'] == 'vertical' else 'top to bottom'}: "
+            f"{', '.join(colours)}"
+        )
     if a["kind"] == "grid":
         tl, tr, bl, br = a["colours"]  # type: ignore[misc]
-        return (f"a 2x2 grid of coloured squares: top-left {tl}, top-right {tr}, "
-                f"bottom-left {bl}, bottom-right {br}")
+        return (
+            f"a 2x2 grid of coloured squares: top-left {tl}, top-right {tr}, "
+            f"bottom-left {bl}, bottom-right {br}"
+        )
     if a["kind"] == "plain":
         return f"an image that is mostly {a['dominant']}"
     return f"an image ({img.mime}, {img.width}x{img.height}) whose details I cannot make out"

@@ -6,12 +6,74 @@ import bisect
 from collections import Counter as _Counter
 from dataclasses import dataclass, field
 
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-               40.0, 80.0)
-LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-                   240.0, 480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+LATENCY_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 
 
 def _token_buckets(max_len: int) -> tuple[float, ...]:
@@ -105,16 +167,25 @@ def render(stats: Stats, model: str, running: int, waiting: int, kv_usage: float
         ("vllm:num_preemptions_total", stats.preemptions, "Cumulative number of preemption from the engine."),
         ("vllm:prompt_tokens_total", stats.prompt_tokens, "Number of prefill tokens processed."),
         ("vllm:generation_tokens_total", stats.generation_tokens, "Number of generation tokens processed."),
-        ("vllm:prefix_cache_queries_total", stats.prefix_queries,
-         "Prefix cache queries, in terms of number of queried tokens."),
-        ("vllm:prefix_cache_hits_total", stats.prefix_hits, "Prefix cache hits, in terms of number of cached tokens."),
+        (
+            "vllm:prefix_cache_queries_total",
+            stats.prefix_queries,
+            "Prefix cache queries, in terms of number of queried tokens.",
+        ),
+        (
+            "vllm:prefix_cache_hits_total",
+            stats.prefix_hits,
+            "Prefix cache hits, in terms of number of cached tokens.",
+        ),
         ("vllm:spec_decode_num_drafts_total", stats.drafts, "Number of spec decoding drafts."),
         ("vllm:spec_decode_num_draft_tokens_total", stats.draft_tokens, "Number of draft tokens."),
         ("vllm:spec_decode_num_accepted_tokens_total", stats.accepted_tokens, "Number of accepted tokens."),
     ):
         family(name, "counter", doc)
         sample(name, value)
-    family("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position.")
+    family(
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position."
+    )
     for pos, value in enumerate(stats.accepted_per_pos):
         sample("vllm:spec_decode_num_accepted_tokens_per_pos_total", value, {"position": str(pos)})
     family("vllm:request_success_total", "counter", "Count of successfully processed requests.")
@@ -124,9 +195,21 @@ def render(stats: Stats, model: str, running: int, waiting: int, kv_usage: float
         ("vllm:time_to_first_token_seconds", stats.ttft, "Histogram of time to first token in seconds."),
         ("vllm:inter_token_latency_seconds", stats.itl, "Histogram of inter-token latency in seconds."),
         ("vllm:e2e_request_latency_seconds", stats.e2e, "Histogram of e2e request latency in seconds."),
-        ("vllm:request_queue_time_seconds", stats.queue, "Histogram of time spent in WAITING phase for request."),
-        ("vllm:request_prefill_time_seconds", stats.prefill, "Histogram of time spent in PREFILL phase for request."),
-        ("vllm:request_decode_time_seconds", stats.decode, "Histogram of time spent in DECODE phase for request."),
+        (
+            "vllm:request_queue_time_seconds",
+            stats.queue,
+            "Histogram of time spent in WAITING phase for request.",
+        ),
+        (
+            "vllm:request_prefill_time_seconds",
+            stats.prefill,
+            "Histogram of time spent in PREFILL phase for request.",
+        ),
+        (
+            "vllm:request_decode_time_seconds",
+            stats.decode,
+            "Histogram of time spent in DECODE phase for request.",
+        ),
         ("vllm:request_prompt_tokens", stats.req_prompt, "Number of prefill tokens processed."),
         ("vllm:request_generation_tokens", stats.req_gen, "Number of generation tokens processed."),
     )

@@ -49,7 +49,7 @@ class Head:
 
     def __init__(self, nnodes: int, on_event: Callable[[str, int, str], None]) -> None:
         self.nnodes = nnodes
-        self.on_event = on_event                       # (kind, rank, text): joined / failed / died / late
+        self.on_event = on_event  # (kind, rank, text): joined / failed / died / late
         self.writers: dict[int, asyncio.StreamWriter] = {}
         self.ready: set[int] = set()
         self.errors: dict[int, str] = {}
@@ -129,7 +129,9 @@ class Head:
     def tick(self, tokens: int, busy: float) -> None:
         for w in list(self.writers.values()):
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
-                w.write((json.dumps({"op": "tick", "tokens": tokens, "busy": round(busy, 3)}) + "\n").encode())
+                w.write(
+                    (json.dumps({"op": "tick", "tokens": tokens, "busy": round(busy, 3)}) + "\n").encode()
+                )
 
     async def close(self) -> None:
         self.closing = True

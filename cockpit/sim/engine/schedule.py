@@ -93,8 +93,9 @@ class Schedule:
         """Time to first token without queueing (real seconds)."""
         return (prompt_tokens - cached_tokens) / self.prefill_tok_s + self.step_time(n_running)
 
-    def predict_stream(self, prompt_tokens: int, completion_tokens: int, category: str = "prose",
-                       n: int = 1) -> dict[str, float]:
+    def predict_stream(
+        self, prompt_tokens: int, completion_tokens: int, category: str = "prose", n: int = 1
+    ) -> dict[str, float]:
         """Expected TTFT, per-stream decode rate and total time of one of n identical concurrent streams.
 
         The n prompts are prefilled together (chunk-only steps cost prefill time alone, the last one
@@ -103,8 +104,12 @@ class Schedule:
         ttft = n * prompt_tokens / self.prefill_tok_s + self.step_time(n)
         decode_s = (completion_tokens - 1) / self.tokens_per_step(category) * self.step_time(n)
         total = ttft + decode_s
-        return {"ttft_s": ttft, "decode_tok_s": (completion_tokens - 1) / decode_s if decode_s else 0.0,
-                "total_s": total, "aggregate_tok_s": n * completion_tokens / total}
+        return {
+            "ttft_s": ttft,
+            "decode_tok_s": (completion_tokens - 1) / decode_s if decode_s else 0.0,
+            "total_s": total,
+            "aggregate_tok_s": n * completion_tokens / total,
+        }
 
     def info(self) -> dict[str, object]:
         """The schedule as plain data (for `r37-cockpit sim info --json` and GET /sim/schedule)."""
@@ -129,8 +134,9 @@ class Schedule:
             },
             "single_stream_tok_s": {c: round(self.single_stream(c), 2) for c in CATEGORIES},
             "after_idle_tok_s": {c: round(self.single_stream(c, idle=True), 2) for c in CATEGORIES},
-            "aggregate_tok_s": {c: {str(n): round(self.aggregate(n, c), 2) for n in range(1, 9)}
-                                for c in CATEGORIES},
+            "aggregate_tok_s": {
+                c: {str(n): round(self.aggregate(n, c), 2) for n in range(1, 9)} for c in CATEGORIES
+            },
             "step_time_s": {str(n): round(self.step_time(n), 6) for n in range(1, 9)},
             "tokenizer": tokens.DESCRIPTION,
             "settings": asdict(self),

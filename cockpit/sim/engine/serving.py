@@ -31,31 +31,46 @@ class EngineConfig:
 class Serving:
     """Owns the engine core and its background tasks; `start_api` opens the HTTP port."""
 
-    def __init__(self, schedule: Schedule, cfg: EngineConfig, log: VLog, host: HostIO,
-                 fault: Callable[[str], bool] = lambda _: False,
-                 on_tick: Callable[[int, float], None] | None = None) -> None:
+    def __init__(
+        self,
+        schedule: Schedule,
+        cfg: EngineConfig,
+        log: VLog,
+        host: HostIO,
+        fault: Callable[[str], bool] = lambda _: False,
+        on_tick: Callable[[int, float], None] | None = None,
+    ) -> None:
         self.sch = schedule
         self.cfg = cfg
         self.log = log
         self.host = host
         self.fault = fault
         self.on_tick = on_tick
-        self.core = EngineCore(schedule, cfg.model, cfg.max_model_len, cfg.max_num_seqs, cfg.kv_tokens,
-                               hang=lambda: fault("hang"))
+        self.core = EngineCore(
+            schedule,
+            cfg.model,
+            cfg.max_model_len,
+            cfg.max_num_seqs,
+            cfg.kv_tokens,
+            hang=lambda: fault("hang"),
+        )
         self.api = ChatAPI(self.core, cfg.model_path, schedule.info())
         self.runner: web.AppRunner | None = None
         self.tasks: list[asyncio.Task[None]] = []
 
     def start_background(self) -> None:
-        self.tasks = [asyncio.create_task(self.core.run(), name="engine-core"),
-                      asyncio.create_task(self._ticker(), name="engine-ticker"),
-                      asyncio.create_task(self._stats_logger(), name="engine-stats")]
+        self.tasks = [
+            asyncio.create_task(self.core.run(), name="engine-core"),
+            asyncio.create_task(self._ticker(), name="engine-ticker"),
+            asyncio.create_task(self._stats_logger(), name="engine-stats"),
+        ]
 
     async def start_api(self, bind: str, port: int) -> None:
         self.runner = await start_site(self.api, bind, port)
 
-    async def stop(self) -> None:
+    async def stop(self, reason: str = "The engine is shutting down") -> None:
         self.api.alive = False
+        self.core.fail_all(reason)
         for t in self.tasks:
             t.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -88,20 +103,28 @@ class Serving:
             busy = bool(w["gen"] or w["prompt"] or c.running or c.waiting)
             if busy or was_busy:
                 hit = 100.0 * c.stats.prefix_hits / c.stats.prefix_queries if c.stats.prefix_queries else 0.0
-                self.log.line("APIServer", "INFO", "loggers.py:127",
-                              f"Engine 000: Avg prompt throughput: {w['prompt'] / interval:.1f} tokens/s, "
-                              f"Avg generation throughput: {w['gen'] / interval:.1f} tokens/s, "
-                              f"Running: {len(c.running)} reqs, Waiting: {len(c.waiting)} reqs, "
-                              f"GPU KV cache usage: {100 * c.kv_usage():.1f}%, Prefix cache hit rate: {hit:.1f}%")
+                self.log.line(
+                    "APIServer",
+                    "INFO",
+                    "loggers.py:127",
+                    f"Engine 000: Avg prompt throughput: {w['prompt'] / interval:.1f} tokens/s, "
+                    f"Avg generation throughput: {w['gen'] / interval:.1f} tokens/s, "
+                    f"Running: {len(c.running)} reqs, Waiting: {len(c.waiting)} reqs, "
+                    f"GPU KV cache usage: {100 * c.kv_usage():.1f}%, Prefix cache hit rate: {hit:.1f}%",
+                )
                 if w["drafts"]:
                     mean_len = 1 + w["accepted"] / w["drafts"]
                     rate = 100.0 * w["accepted"] / w["draft_tokens"]
-                    self.log.line("APIServer", "INFO", "metrics.py:96",
-                                  f"SpecDecoding metrics: Mean acceptance length: {mean_len:.2f}, "
-                                  f"Accepted throughput: {w['accepted'] / interval:.2f} tokens/s, "
-                                  f"Drafted throughput: {w['draft_tokens'] / interval:.2f} tokens/s, "
-                                  f"Accepted: {w['accepted']} tokens, Drafted: {w['draft_tokens']} tokens, "
-                                  f"Avg Draft acceptance rate: {rate:.1f}%")
+                    self.log.line(
+                        "APIServer",
+                        "INFO",
+                        "metrics.py:96",
+                        f"SpecDecoding metrics: Mean acceptance length: {mean_len:.2f}, "
+                        f"Accepted throughput: {w['accepted'] / interval:.2f} tokens/s, "
+                        f"Drafted throughput: {w['draft_tokens'] / interval:.2f} tokens/s, "
+                        f"Accepted: {w['accepted']} tokens, Drafted: {w['draft_tokens']} tokens, "
+                        f"Avg Draft acceptance rate: {rate:.1f}%",
+                    )
             for k in w:
                 w[k] = 0
             was_busy = busy

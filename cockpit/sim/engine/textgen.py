@@ -18,22 +18,257 @@ from typing import Any
 from cockpit.sim.engine import images as img
 from cockpit.sim.engine import tokens
 
-STOPWORDS = set(["a", "an", "the", "and", "or", "but", "if", "then", "than", "of", "to", "in", "on", "at", "by", "for", "with", "about", "into", "from", "over", "under", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "have", "has", "had", "i", "you", "he", "she", "it", "we", "they", "me", "my", "your", "our", "their", "this", "that", "these", "those", "what", "which", "who", "whom", "whose", "how", "why", "when", "where", "please", "write", "give", "tell", "explain", "describe", "make", "list", "can", "could", "would", "should", "will", "shall", "may", "might", "must", "not", "no", "yes", "some", "any", "each", "every", "all", "more", "most", "less", "few", "many", "much", "very", "just", "only", "also", "so", "such", "as", "like", "use", "using", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "words", "word", "sentence", "sentences", "paragraph", "short", "brief", "detailed", "answer", "reply", "question", "following", "below", "above"])
+STOPWORDS = set(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "then",
+        "than",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "about",
+        "into",
+        "from",
+        "over",
+        "under",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "have",
+        "has",
+        "had",
+        "i",
+        "you",
+        "he",
+        "she",
+        "it",
+        "we",
+        "they",
+        "me",
+        "my",
+        "your",
+        "our",
+        "their",
+        "this",
+        "that",
+        "these",
+        "those",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "how",
+        "why",
+        "when",
+        "where",
+        "please",
+        "write",
+        "give",
+        "tell",
+        "explain",
+        "describe",
+        "make",
+        "list",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "not",
+        "no",
+        "yes",
+        "some",
+        "any",
+        "each",
+        "every",
+        "all",
+        "more",
+        "most",
+        "less",
+        "few",
+        "many",
+        "much",
+        "very",
+        "just",
+        "only",
+        "also",
+        "so",
+        "such",
+        "as",
+        "like",
+        "use",
+        "using",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "words",
+        "word",
+        "sentence",
+        "sentences",
+        "paragraph",
+        "short",
+        "brief",
+        "detailed",
+        "answer",
+        "reply",
+        "question",
+        "following",
+        "below",
+        "above",
+    ]
+)
 
-CITIES = ["Paris", "London", "Tokyo", "Berlin", "Madrid", "Rome", "New York", "San Francisco", "Los Angeles",
-          "Chicago", "Boston", "Seattle", "Sydney", "Melbourne", "Toronto", "Vancouver", "Beijing", "Shanghai",
-          "Hong Kong", "Singapore", "Seoul", "Mumbai", "Delhi", "Dubai", "Cairo", "Moscow", "Istanbul",
-          "Amsterdam", "Vienna", "Prague", "Lisbon", "Dublin", "Stockholm", "Oslo", "Copenhagen", "Helsinki",
-          "Zurich", "Munich", "Barcelona", "Athens", "Warsaw", "Budapest", "Mexico City", "Buenos Aires",
-          "Rio de Janeiro", "Sao Paulo", "Lima", "Bogota", "Nairobi", "Lagos", "Johannesburg", "Cape Town",
-          "Bangkok", "Jakarta", "Manila", "Hanoi", "Taipei", "Osaka", "Kyoto", "Austin", "Denver", "Miami"]
+CITIES = [
+    "Paris",
+    "London",
+    "Tokyo",
+    "Berlin",
+    "Madrid",
+    "Rome",
+    "New York",
+    "San Francisco",
+    "Los Angeles",
+    "Chicago",
+    "Boston",
+    "Seattle",
+    "Sydney",
+    "Melbourne",
+    "Toronto",
+    "Vancouver",
+    "Beijing",
+    "Shanghai",
+    "Hong Kong",
+    "Singapore",
+    "Seoul",
+    "Mumbai",
+    "Delhi",
+    "Dubai",
+    "Cairo",
+    "Moscow",
+    "Istanbul",
+    "Amsterdam",
+    "Vienna",
+    "Prague",
+    "Lisbon",
+    "Dublin",
+    "Stockholm",
+    "Oslo",
+    "Copenhagen",
+    "Helsinki",
+    "Zurich",
+    "Munich",
+    "Barcelona",
+    "Athens",
+    "Warsaw",
+    "Budapest",
+    "Mexico City",
+    "Buenos Aires",
+    "Rio de Janeiro",
+    "Sao Paulo",
+    "Lima",
+    "Bogota",
+    "Nairobi",
+    "Lagos",
+    "Johannesburg",
+    "Cape Town",
+    "Bangkok",
+    "Jakarta",
+    "Manila",
+    "Hanoi",
+    "Taipei",
+    "Osaka",
+    "Kyoto",
+    "Austin",
+    "Denver",
+    "Miami",
+]
 
-ADJ = ["quiet", "steady", "bright", "patient", "careful", "vast", "simple", "subtle", "clear", "gentle",
-       "practical", "remarkable", "familiar", "distant", "sturdy", "curious", "modest", "lively"]
-NOUN = ["pattern", "idea", "question", "detail", "process", "system", "journey", "balance", "signal",
-        "structure", "moment", "practice", "landscape", "method", "result", "habit", "design", "story"]
-VERB = ["shapes", "reveals", "supports", "connects", "changes", "explains", "follows", "guides", "reflects",
-        "strengthens", "rewards", "invites", "sustains", "clarifies"]
+ADJ = [
+    "quiet",
+    "steady",
+    "bright",
+    "patient",
+    "careful",
+    "vast",
+    "simple",
+    "subtle",
+    "clear",
+    "gentle",
+    "practical",
+    "remarkable",
+    "familiar",
+    "distant",
+    "sturdy",
+    "curious",
+    "modest",
+    "lively",
+]
+NOUN = [
+    "pattern",
+    "idea",
+    "question",
+    "detail",
+    "process",
+    "system",
+    "journey",
+    "balance",
+    "signal",
+    "structure",
+    "moment",
+    "practice",
+    "landscape",
+    "method",
+    "result",
+    "habit",
+    "design",
+    "story",
+]
+VERB = [
+    "shapes",
+    "reveals",
+    "supports",
+    "connects",
+    "changes",
+    "explains",
+    "follows",
+    "guides",
+    "reflects",
+    "strengthens",
+    "rewards",
+    "invites",
+    "sustains",
+    "clarifies",
+]
 TEMPLATES = [
     "The {topic} is a {adj} {noun} that {verb} the way people think about everyday choices.",
     "In many ways, {topic} {verb} a {adj} {noun} that is easy to overlook.",
@@ -46,10 +281,12 @@ TEMPLATES = [
     "It helps to treat {topic} as a {adj} {noun} rather than a fixed rule.",
     "Each step in {topic} {verb} a {noun} that feels both {adj} and new.",
 ]
-OCEAN = ["The ocean covers more than seventy percent of the Earth's surface and holds most of its water.",
-         "Its depths are home to countless creatures, many of which have never been seen by humans.",
-         "Waves and currents carry heat around the planet and shape the weather on every continent.",
-         "Standing on the shore, it is easy to feel both small and calm in front of the endless blue."]
+OCEAN = [
+    "The ocean covers more than seventy percent of the Earth's surface and holds most of its water.",
+    "Its depths are home to countless creatures, many of which have never been seen by humans.",
+    "Waves and currents carry heat around the planet and shape the weather on every continent.",
+    "Standing on the shore, it is easy to feel both small and calm in front of the endless blue.",
+]
 
 
 @dataclass
@@ -73,7 +310,7 @@ class Plan:
 class ChatInput:
     """The parts of a chat request that decide the answer."""
 
-    messages: list[dict[str, Any]]          # role, text, images (decoded), tool_calls (assistant)
+    messages: list[dict[str, Any]]  # role, text, images (decoded), tool_calls (assistant)
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_choice: Any = "auto"
     thinking: bool = True
@@ -106,8 +343,9 @@ def prose(topic: str, seed: int, target_tokens: int = 0, sentences: int = 0) -> 
     out: list[str] = []
     n_tok = 0
     while (sentences and len(out) < sentences) or (not sentences and n_tok < target_tokens):
-        t = rng.choice(TEMPLATES).format(topic=topic, adj=rng.choice(ADJ), noun=rng.choice(NOUN),
-                                         verb=rng.choice(VERB))
+        t = rng.choice(TEMPLATES).format(
+            topic=topic, adj=rng.choice(ADJ), noun=rng.choice(NOUN), verb=rng.choice(VERB)
+        )
         sep = "\n\n" if out and len(out) % 5 == 0 else " "
         piece = (sep if out else "") + t[0].upper() + t[1:]
         out.append(piece)
@@ -129,8 +367,9 @@ def needle(text: str) -> str | None:
     key = r"(?:secret|magic|hidden|special|password|passphrase|passcode)"
     if not re.search(rf"\b{key}\b[^?]*\?|\?[^?]*\b{key}\b|\bwhat\b[^.]*\b{key}\b", text, re.I):
         return None
-    hits = re.findall(rf"((?:The|the|A|a|My|my|Our|our)?[^.?!\n]*\b{key}\b[^.?!\n]*?\b(?:is|was)\b\s+[^.?!\n]+)[.!\n]",
-                      text)
+    hits = re.findall(
+        rf"((?:The|the|A|a|My|my|Our|our)?[^.?!\n]*\b{key}\b[^.?!\n]*?\b(?:is|was)\b\s+[^.?!\n]+)[.!\n]", text
+    )
     hits = [h.strip() for h in hits if not re.search(r"\bwhat\b", h, re.I)]
     if not hits:
         return None
@@ -139,13 +378,19 @@ def needle(text: str) -> str | None:
 
 
 def single_word(text: str) -> str | None:
-    m = re.search(r"\b(?:reply|respond|answer)(?: only)? with (?:only |just )?(?:the |a |one )?(?:single |one )?"
-                  r"word[:\s]+[\"'“]?([\w-]+)", text, re.I)
+    m = re.search(
+        r"\b(?:reply|respond|answer)(?: only)? with (?:only |just )?(?:the |a |one )?(?:single |one )?"
+        r"word[:\s]+[\"'“]?([\w-]+)",
+        text,
+        re.I,
+    )
     return m.group(1) if m else None
 
 
 def n_sentences(text: str, seed: int) -> str | None:
-    m = re.search(r"\b(?:write|give me|in) (\w+) sentences? (?:about|on) (?:the |a |an )?([^.?!\n]+)", text, re.I)
+    m = re.search(
+        r"\b(?:write|give me|in) (\w+) sentences? (?:about|on) (?:the |a |an )?([^.?!\n]+)", text, re.I
+    )
     if not m:
         return None
     n = _number(m.group(1)) or (1 if m.group(1).lower() in ("a", "one") else None)
@@ -162,42 +407,75 @@ def arithmetic(text: str) -> str | None:
     if not m:
         return None
     a, op, b = float(m.group(1)), m.group(2), float(m.group(3))
-    sym = {"plus": "+", "minus": "-", "times": "*", "x": "*", "×": "*", "÷": "/", "divided by": "/"}.get(op, op)
+    sym = {"plus": "+", "minus": "-", "times": "*", "x": "*", "×": "*", "÷": "/", "divided by": "/"}.get(
+        op, op
+    )
     if sym == "/" and b == 0:
         return "Division by zero is undefined, so there is no answer."
     val = {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else 0.0}[sym]
-    fmt = (lambda v: str(int(v)) if float(v).is_integer() else f"{v:.6g}")
-    return (f"{fmt(a)} {sym} {fmt(b)} = {fmt(val)}.\n\nTo check it, apply the operation step by step: "
-            f"starting from {fmt(a)} and applying {sym} {fmt(b)} gives {fmt(val)}. The answer is **{fmt(val)}**.")
+
+    def fmt(v: float) -> str:
+        return str(int(v)) if float(v).is_integer() else f"{v:.6g}"
+
+    return (
+        f"{fmt(a)} {sym} {fmt(b)} = {fmt(val)}.\n\nTo check it, apply the operation step by step: "
+        f"starting from {fmt(a)} and applying {sym} {fmt(b)} gives {fmt(val)}. The answer is **{fmt(val)}**."
+    )
 
 
-LANGS = {"python": "python", "javascript": "javascript", "typescript": "typescript", "rust": "rust",
-         "go": "go", "sql": "sql", "bash": "bash", "c++": "cpp", "java": "java"}
+LANGS = {
+    "python": "python",
+    "javascript": "javascript",
+    "typescript": "typescript",
+    "rust": "rust",
+    "go": "go",
+    "sql": "sql",
+    "bash": "bash",
+    "c++": "cpp",
+    "java": "java",
+}
 
 
 def code(text: str, seed: int, target_tokens: int) -> str | None:
-    if not re.search(r"\b(code|function|implement|script|class|algorithm|program|python|javascript|rust|sql|"
-                     r"refactor|bug|unit tests?)\b", text, re.I):
+    if not re.search(
+        r"\b(code|function|implement|script|class|algorithm|program|python|javascript|rust|sql|"
+        r"refactor|bug|unit tests?)\b",
+        text,
+        re.I,
+    ):
         return None
     skip = STOPWORDS | set(LANGS) | {"function", "code", "script", "implement", "program", "class", "returns"}
     words = [w.lower() for w in re.findall(r"[A-Za-z]+", text) if w.lower() not in skip and len(w) > 3]
     name = "_".join(words[:3]) or "solve"
     name = re.sub(r"[^a-z_]", "", name)[:40] or "solve"
     rng = _rng(seed, "code:" + name)
-    lines = [f"Here is an implementation of `{name}`:", "", "```python",
-             f"def {name}(items: list[int]) -> list[int]:",
-             f'    """Return the {rng.choice(ADJ)} subset of items, in order."""',
-             "    result: list[int] = []", "    for index, value in enumerate(items):",
-             "        if value % 2 == index % 2:", "            result.append(value)",
-             "    return result", ""]
+    lines = [
+        f"Here is an implementation of `{name}`:",
+        "",
+        "```python",
+        f"def {name}(items: list[int]) -> list[int]:",
+        f'    """Return the {rng.choice(ADJ)} subset of items, in order."""',
+        "    result: list[int] = []",
+        "    for index, value in enumerate(items):",
+        "        if value % 2 == index % 2:",
+        "            result.append(value)",
+        "    return result",
+        "",
+    ]
     k = 0
     while tokens.count("\n".join(lines)) < target_tokens:
         k += 1
         helper = f"{rng.choice(NOUN)}_{k}"
-        lines += [f"def {helper}(values: list[int], limit: int = {rng.randint(2, 64)}) -> int:",
-                  f'    """Sum the values below limit ({rng.choice(ADJ)} helper {k})."""',
-                  "    total = 0", "    for value in values:", "        if value < limit:",
-                  "            total += value", "    return total", ""]
+        lines += [
+            f"def {helper}(values: list[int], limit: int = {rng.randint(2, 64)}) -> int:",
+            f'    """Sum the values below limit ({rng.choice(ADJ)} helper {k})."""',
+            "    total = 0",
+            "    for value in values:",
+            "        if value < limit:",
+            "            total += value",
+            "    return total",
+            "",
+        ]
     lines += ["```", "", f"The function `{name}` walks the list once, so it runs in linear time."]
     return "\n".join(lines)
 
@@ -207,8 +485,15 @@ def json_answer(text: str, seed: int) -> str | None:
         return None
     rng = _rng(seed, "json")
     topic = topic_of(text)
-    items = [{"id": i + 1, "name": f"{rng.choice(ADJ)} {rng.choice(NOUN)}", "score": rng.randint(1, 100),
-              "tags": [rng.choice(ADJ), rng.choice(NOUN)]} for i in range(6)]
+    items = [
+        {
+            "id": i + 1,
+            "name": f"{rng.choice(ADJ)} {rng.choice(NOUN)}",
+            "score": rng.randint(1, 100),
+            "tags": [rng.choice(ADJ), rng.choice(NOUN)],
+        }
+        for i in range(6)
+    ]
     return "```json\n" + json.dumps({"topic": topic, "count": len(items), "items": items}, indent=2) + "\n```"
 
 
@@ -251,7 +536,7 @@ def _args_for(tool: dict[str, Any], city: str) -> str:
 
 
 def _call_id(seed: int, i: int) -> str:
-    return "chatcmpl-tool-" + "%032x" % _rng(seed, f"tool{i}").getrandbits(128)
+    return "chatcmpl-tool-" + f"{_rng(seed, f'tool{i}').getrandbits(128):032x}"
 
 
 def _pick_tool(tools: list[dict[str, Any]], text: str) -> dict[str, Any] | None:
@@ -281,7 +566,9 @@ def tool_plan(inp: ChatInput, text: str) -> Plan | None:
             body = r.get("text", "")
             try:
                 data = json.loads(body)
-                body = ", ".join(f"{k}: {v}" for k, v in data.items()) if isinstance(data, dict) else str(data)
+                body = (
+                    ", ".join(f"{k}: {v}" for k, v in data.items()) if isinstance(data, dict) else str(data)
+                )
             except ValueError:
                 pass
             parts.append(body)
@@ -350,7 +637,7 @@ def reasoning_text(inp: ChatInput, plan: Plan) -> str:
     """Thinking text whose length scales with the effort (about 20 + 3 * effort tokens)."""
     text = user_text(inp)
     head = text.strip().splitlines()[-1][:120] if text.strip() else "the conversation"
-    first = f"The user asks: \"{head}\". "
+    first = f'The user asks: "{head}". '
     if plan.tool_calls:
         names = ", ".join(f"{c.name}({c.arguments})" for c in plan.tool_calls)
         first += f"I should call {names} to answer this. "

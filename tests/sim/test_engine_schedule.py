@@ -1,0 +1,200 @@
+"""The engine's timing model: the documented numbers, and measured streams that follow them.
+
+Measurements run the engine with --time-scale (all engine durations multiplied by the factor) and scale
+the measured rates back, exactly as the benchmark computes them (DOMAIN §6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cockpit.sim.engine import schedule_info, tokens
+from cockpit.sim.engine.schedule import Schedule
+
+REPO = Path(__file__).resolve().parents[2]
+SCALE = 0.4
+TOLERANCE = 0.05
+
+
+def test_schedule_calibration() -> None:
+    s = Schedule()
+    assert s.single_stream("prose") == pytest.approx(50.50, rel=1e-9)
+    assert s.aggregate(8, "prose") == pytest.approx(229.28, rel=1e-9)
+    assert s.single_stream("counting", idle=True) == pytest.approx(83.8, abs=0.05)
+    assert s.single_stream("code", idle=True) == pytest.approx(75.1, abs=0.05)
+    assert s.single_stream("counting") > s.single_stream("code") > s.single_stream("prose")
+    assert 1000 < s.prefill_tok_s < 10000
+    assert all(0 < s.acceptance_rate(c) < 1 for c in ("prose", "code", "counting"))
+    info = schedule_info()
+    json.dumps(info)
+    assert info["aggregate_tok_s"]["prose"]["1"] == pytest.approx(50.5, abs=0.01)
+    assert info["model"]["time_scale"] == 1.0  # the default is real time
+
+
+@given(st.text())
+def test_tokenizer_round_trips(text: str) -> None:
+    assert "".join(tokens.tokenize(text)) == text
+
+
+def test_tokenizer_density() -> None:
+    text = "The quick brown fox jumps over the lazy dog near the quiet river bank today."
+    n = tokens.count(text)
+    assert 1.0 <= n / len(text.split()) <= 1.6
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_engine(tmp: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`serve-ready` in a subprocess; returns it and its base URL once /health answers."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cockpit.sim.engine",
+            "serve-ready",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            *extra,
+        ],
+        stdout=(tmp / "engine.log").open("wb"),
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("engine did not come up: " + (tmp / "engine.log").read_text())
+
+
+@pytest.fixture(scope="module")
+def timed_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    proc, url = start_engine(
+        tmp_path_factory.mktemp("timed"), "--time-scale", str(SCALE), "--idle-after", "2"
+    )
+    yield url
+    proc.terminate()
+    proc.wait(5)
+
+
+async def stream(c: httpx.AsyncClient, url: str, prompt: str, max_tokens: int = 200) -> dict[str, float]:
+    """One benchmark-style stream: TTFT, per-stream decode rate (scaled back to real time), tokens."""
+    body = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "chat_template_kwargs": {"thinking": False},
+    }
+    t0 = time.perf_counter()
+    ttft, usage = 0.0, {}
+    async with c.stream("POST", url + "/v1/chat/completions", json=body) as r:
+        async for line in r.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            d = json.loads(line[6:])
+            usage = d.get("usage") or usage
+            if not ttft and any(ch["delta"].get("content") for ch in d.get("choices", [])):
+                ttft = time.perf_counter() - t0
+    total = time.perf_counter() - t0
+    n = usage["completion_tokens"]
+    return {
+        "n": n,
+        "ttft": ttft * 1 / SCALE,
+        "total": total / SCALE,
+        "decode": (n - 1) / (total - ttft) * SCALE,
+        "prompt": usage["prompt_tokens"],
+    }
+
+
+async def test_single_stream_and_categories_follow_schedule(timed_engine: str) -> None:
+    s = Schedule()
+    async with httpx.AsyncClient(timeout=60) as c:
+        await stream(c, timed_engine, "warm-up: Reply with the single word OK.", 2)
+        prose = await stream(c, timed_engine, "[a] Write an essay about mountains and valleys.")
+        code = await stream(c, timed_engine, "[b] Write a Python function that merges two sorted lists.")
+        count = await stream(c, timed_engine, "[c] Count from 1 to 400.")
+    assert prose["n"] == 200
+    assert prose["decode"] == pytest.approx(s.single_stream("prose"), rel=TOLERANCE)
+    assert code["decode"] == pytest.approx(s.single_stream("code"), rel=TOLERANCE)
+    assert count["decode"] == pytest.approx(s.single_stream("counting"), rel=TOLERANCE)
+    assert 0 < prose["ttft"] < count["total"]
+
+
+async def test_prefill_rate_follows_schedule(timed_engine: str) -> None:
+    s = Schedule()
+    filler = " ".join(f"Line {i} of the filler text talks about weather and maps." for i in range(500))
+    async with httpx.AsyncClient(timeout=60) as c:
+        await stream(c, timed_engine, "warm-up: Reply with the single word OK.", 2)
+        r = await stream(c, timed_engine, f"[prefill] {filler}\nReply with the single word OK.", 1)
+    assert r["prompt"] > 5000
+    # request parsing and tokenisation take real (unscaled) milliseconds: allow 30 ms of them
+    expected = s.ttft(int(r["prompt"]))
+    assert expected * (1 - TOLERANCE) <= r["ttft"] <= expected * (1 + TOLERANCE) + 0.03 / SCALE
+    assert 1000 < r["prompt"] / r["ttft"] < 10000
+
+
+async def test_eight_streams_aggregate_follows_schedule(timed_engine: str) -> None:
+    s = Schedule()
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_keepalive_connections=8)) as c:
+        await asyncio.gather(
+            *(stream(c, timed_engine, f"warm {i}: Reply with the single word OK.", 2) for i in range(8))
+        )
+        t0 = time.perf_counter()
+        res = await asyncio.gather(
+            *(stream(c, timed_engine, f"[{i}] Write an essay about rivers and lakes.") for i in range(8))
+        )
+        wall = (time.perf_counter() - t0) / SCALE
+    expected = s.predict_stream(int(res[0]["prompt"]), 200, "prose", 8)
+    aggregate = sum(r["n"] for r in res) / wall
+    assert aggregate == pytest.approx(expected["aggregate_tok_s"], rel=TOLERANCE + 0.01)
+    assert expected["aggregate_tok_s"] == pytest.approx(s.aggregate(8), rel=0.02)
+    for r in res:
+        assert r["decode"] == pytest.approx(expected["decode_tok_s"], rel=TOLERANCE)
+
+
+async def test_idle_effect_then_back_to_back(timed_engine: str) -> None:
+    s = Schedule()
+    async with httpx.AsyncClient(timeout=60) as c:
+        await stream(c, timed_engine, "warm-up: Reply with the single word OK.", 2)
+        await asyncio.sleep(2.5 * SCALE)  # > --idle-after 2 (engine seconds)
+        after_idle = await stream(c, timed_engine, "[idle] Count from 1 to 600.")
+        back_to_back = await stream(c, timed_engine, "[b2b] Count from 1 to 600.")
+    assert after_idle["decode"] == pytest.approx(83.8, rel=TOLERANCE)
+    assert back_to_back["decode"] == pytest.approx(s.single_stream("counting"), rel=TOLERANCE)
+    assert after_idle["decode"] > back_to_back["decode"]
+
+
+def test_default_is_real_time() -> None:
+    """Benchmarks measure the engine in real time: no scaling unless asked for."""
+    from cockpit.sim.engine.cli import _ready_parser, schedule_from_env
+
+    ns = _ready_parser().parse_args([])
+    assert ns.time_scale == 1.0 and ns.speed == 1.0
+    assert schedule_from_env().time_scale == 1.0 or "R37_SIM_TIME_SCALE" in os.environ
