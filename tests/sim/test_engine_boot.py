@@ -188,6 +188,8 @@ def test_four_ranks_boot_serve_and_shut_down(cluster: Callable[[int], Cluster]) 
         "non-default args:",
         "DP group leader: node_rank=0",
         "world_size=4",
+        "NCCL INFO NCCL_IB_HCA set by environment to rocep1s0f0.",
+        "NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.",
         "NCCL INFO NET/IB : Using [0]rocep1s0f0:1",
         "Init COMPLETE",
         "Loading safetensors checkpoint shards: 100% Completed | 48/48",

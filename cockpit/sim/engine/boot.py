@@ -224,6 +224,9 @@ class Boot:
         await self.pause(self.nominal("dist") / 2)
         ip = self.spec.fabric_ip
         tag = f"{self.spec.hostname}:{os.getpid()}:{os.getpid() + 140} [0]"
+        for var in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX"):
+            if os.environ.get(var):
+                self.log.raw(f"{tag} NCCL INFO {var} set by environment to {os.environ[var]}.", err=False)
         if self.host.has_hca():
             self.log.raw(
                 f"{tag} NCCL INFO NET/IB : Using [0]{self.hca}:1/RoCE [RO]; OOB {self.iface}:{ip}<0>",
