@@ -84,11 +84,12 @@ class Failure:
     source: Literal["log", "container", "stuck", "host", "launcher", "api"]
     priority: int = 0
     exit_reason: str = ""
+    secondary: bool = False          # reports another rank's death, not its own cause
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "label": self.label, "remedy": self.remedy, "cause": self.cause,
                 "context": list(self.context), "at": self.at, "source": self.source,
-                "exit_reason": self.exit_reason}
+                "exit_reason": self.exit_reason, "secondary": self.secondary}
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +290,8 @@ class RankTimeline:
         self._best_rule = rule
         first_at = self.failure.at if self.failure else at
         self.failure = Failure(self.rank, rule.label, rule.remedy, text, self._context(self._seq), first_at,
-                               "log", rule.priority, self.failure.exit_reason if self.failure else "")
+                               "log", rule.priority, self.failure.exit_reason if self.failure else "",
+                               rule.secondary)
         return [RankFailed(self.failure)]
 
     def feed_container(self, state: ContainerState | None, at: float) -> list[LaunchEvent]:
@@ -374,12 +376,13 @@ class ClusterTimeline:
         return self._verdict
 
     def compute_verdict(self) -> ClusterVerdict:
-        failed = sorted((t.failure.at, r) for r, t in self.ranks.items() if t.failure is not None)
+        failed = sorted((t.failure.secondary, t.failure.at, r) for r, t in self.ranks.items()
+                        if t.failure is not None)
         if failed:
-            first = failed[0][1]
+            first = failed[0][2]
             f = self.ranks[first].failure
             assert f is not None
-            others = [r for _, r in failed[1:]]
+            others = [r for _, _, r in failed[1:]]
             also = f"; also failed: rank {', '.join(map(str, others))}" if others else ""
             return ClusterVerdict("down", f"cluster DOWN: rank {first} failed first: {f.label}{also} "
                                           "(one rank down means the cluster is down; stop every rank, head "
@@ -396,7 +399,14 @@ class ClusterTimeline:
         return ClusterVerdict("idle", "nothing launched")
 
     def settle(self, events: list[LaunchEvent]) -> list[LaunchEvent]:
-        """Append a VerdictChanged when the events changed the verdict."""
+        """Promote workers that reach 'waiting for head' after the head is ready; then append a
+        VerdictChanged when the events changed the verdict."""
+        events = list(events)
+        head = self.ranks[min(self.ranks)]
+        if head.ready:
+            for r, t in self.ranks.items():
+                if r != head.rank and t.phase is Phase.WAIT_HEAD:
+                    events += t.enter(Phase.READY, max(t.spans[-1].start, head.spans[-1].start))
         new = self.compute_verdict()
         if new != self._verdict:
             self._verdict = new
@@ -587,17 +597,15 @@ class Launcher:
                 if state is None:
                     await asyncio.sleep(self.poll_interval)
                     continue
-                since = dk.rfc3339(tl.last_log_time) if tl.last_log_time is not None else None
-                argv = dk.logs_argv(ref, follow=state.running, since=since)
-                batch: list[LaunchEvent] = []
-                async for raw in host.stream(argv, merge_stderr=True):
+                resume_after = tl.last_log_time
+                since = dk.rfc3339(resume_after) if resume_after is not None else None
+                # 2>&1 on the host: docker writes both streams in time order into one pipe
+                cmd = command(dk.logs_argv(ref, follow=state.running, since=since), merge_stderr=True)
+                async for raw in host.stream(cmd):
                     at, text = dk.split_log_line(raw)
-                    if at is not None and tl.last_log_time is not None and at <= tl.last_log_time:
-                        continue
-                    batch += tl.feed_line(text, at if at is not None else time.time())
-                    if batch:
-                        self._apply(batch)
-                        batch = []
+                    if at is not None and resume_after is not None and at <= resume_after:
+                        continue  # seen before the host was lost
+                    self._apply(tl.feed_line(text, at if at is not None else time.time()))
                 state = await inspect_container(self.fleet, rank, ref)
                 self._apply(tl.feed_container(state, time.time()))
                 if state is None or state.exited:
@@ -657,9 +665,21 @@ class Launcher:
         self._tasks.clear()
 
 
-def settled(timeline: ClusterTimeline) -> bool:
-    """Launch over: the cluster is ready or down."""
-    return timeline.verdict.state in ("ready", "down")
+SECONDARY_GRACE = 10.0       # seconds to wait for the root cause after only "a peer died" failures
+
+
+def settled(timeline: ClusterTimeline, now: float | None = None) -> bool:
+    """Launch over: the cluster is ready, or down with a root cause (a rank's own failure), or down with
+    only "a peer died" failures for SECONDARY_GRACE seconds (the failing rank's log may be behind)."""
+    state = timeline.verdict.state
+    if state == "ready":
+        return True
+    if state != "down":
+        return False
+    failures = [t.failure for t in timeline.ranks.values() if t.failure is not None]
+    if any(not f.secondary for f in failures):
+        return True
+    return (time.time() if now is None else now) - min(f.at for f in failures) >= SECONDARY_GRACE
 
 
 # ---- read-only status ---------------------------------------------------------------------------------
@@ -711,8 +731,9 @@ async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None
         try:
             state = await inspect_container(fleet, rank, name)
             if state is not None:
-                res = await fleet[rank].run(dk.logs_argv(name, follow=False, tail=STATUS_TAIL), timeout=30)
-                for raw in (res.stdout + res.stderr).splitlines():
+                logs = command(dk.logs_argv(name, follow=False, tail=STATUS_TAIL), merge_stderr=True)
+                res = await fleet[rank].run(logs, timeout=30)
+                for raw in res.stdout.splitlines():
                     at, text = dk.split_log_line(raw)
                     tl.feed_line(text, at if at is not None else time.time())
                 tl.feed_container(state, time.time())

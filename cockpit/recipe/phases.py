@@ -63,13 +63,18 @@ class PhaseRule:
 
 @dataclass(frozen=True, slots=True)
 class FailureRule:
-    """A failure signature: `label` says what happened, `remedy` what to do."""
+    """A failure signature: `label` says what happened, `remedy` what to do.
+
+    `secondary`: the line reports another rank's death (the head lost a worker, a worker lost the head),
+    so the cluster verdict blames a rank with a primary failure first.
+    """
 
     name: str
     pattern: re.Pattern[str]
     label: str
     remedy: str
     priority: int
+    secondary: bool = False
 
 
 def _re(text: str, flags: int = 0) -> re.Pattern[str]:
@@ -113,9 +118,13 @@ REMEDY_HEAD = ("read rank 0's log for the first failure; stop every rank (head f
 REMEDY_MEMORY = ("free unified memory first: MemAvailable must be ≥ 100 GiB on every rank (another "
                  "model or process may hold it: `nvidia-smi --query-compute-apps=pid,used_memory`); keep "
                  "the recipe's GMU=0.81")
+REMEDY_PEER = ("find the worker that failed first (its own rank turns red with the cause); stop every rank, "
+               "head first, fix it and relaunch")
 REMEDY_ROOT = "the real cause is earlier in this rank's log (shown above); fix it, stop all ranks, relaunch"
 
 FAILURE_RULES: tuple[FailureRule, ...] = (
+    FailureRule("worker-died", _re(r"Worker proc \S+ (?:\(node_rank=\d+\) )?died unexpectedly"),
+                "a worker rank died (the head stops serving)", REMEDY_PEER, 95, secondary=True),
     FailureRule("ibv-modify-qp", _re(r"Call to ibv_modify_qp failed with 110 Connection timed out"),
                 "RoCE connection timed out (ibv_modify_qp 110)", REMEDY_FABRIC, 90),
     FailureRule("ib-completion-12", _re(r"NET/IB: Got completion from peer.*status=12"),
@@ -143,7 +152,7 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
     FailureRule("killed", _re(r"(?:^|\s)Killed(?:\s|$)"),
                 "process killed (often the kernel's OOM killer)", REMEDY_MEMORY, 70),
     FailureRule("tcpstore", _re(r"TCPStore recvValue failed|recvValue failed"),
-                "lost the head's TCPStore (rank 0 died or restarted)", REMEDY_HEAD, 60),
+                "lost the head's TCPStore (rank 0 died or restarted)", REMEDY_HEAD, 60, secondary=True),
     FailureRule("nccl-system-error", _re(r"unhandled system error"),
                 "NCCL unhandled system error", REMEDY_FABRIC, 50),
     FailureRule("nccl-warn", _re(r"\bNCCL WARN\b"), "NCCL warning", REMEDY_FABRIC, 40),
@@ -153,7 +162,7 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
     FailureRule("traceback", _re(r"Traceback \(most recent call last\)"), "Python traceback",
                 REMEDY_ROOT, 30),
     FailureRule("engine-init-failed", _re(r"Engine core initialization failed"),
-                "engine core initialization failed", REMEDY_ROOT, 10),
+                "engine core initialization failed", REMEDY_ROOT, 10, secondary=True),
 )
 
 # Lines that look like failures but are not: a headless worker retrying the head's store while the

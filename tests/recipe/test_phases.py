@@ -35,6 +35,9 @@ FAILURES = {
                             "No common block size for 600000 tokens",
     "too-many-open-files": "OSError: [Errno 24] Too many open files: '/srv/models/x/model-00031-of-00048"
                            ".safetensors'",
+    "worker-died": "(EngineCore_DP0 pid=72) ERROR 05-01 10:02:32 [multiproc_executor.py:154] Worker proc "
+                   "VllmWorker-2 (node_rank=2) died unexpectedly (NCCL error: unhandled system error), "
+                   "shutting down executor.",
     "cuda-error": "RuntimeError: CUDA error: an illegal memory access was encountered",
     "out-of-memory": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
     "killed": "Killed",

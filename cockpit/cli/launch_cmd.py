@@ -1,0 +1,294 @@
+"""`launch`, `status`, `stop`: the staged launch (recipe steps 6–7) without a screen.
+
+`launch` dry-runs every rank, refuses while preflight fails (unless --override-preflight) or any rank
+still has a container of the launch's name, asks for confirmation (or --yes), launches ranks N-1 … 1
+then 0, streams phase events, and exits 0 when the API is ready, 1 with the cause when a rank fails.
+`status` is read-only and works for any cluster, also one launched by hand. `stop` stops only the
+containers this cockpit started, head first, with `docker stop` (never `docker rm`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from cockpit.cli.common import CliError, add_json, load, print_json, run_async, table
+from cockpit.config import ClusterConfig
+from cockpit.hosts import Fleet, HostUnavailable, Result
+from cockpit.recipe import containers as dk
+from cockpit.recipe import launch as L
+from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.phases import PHASES, Phase
+from cockpit.recipe.stop import execute_stop, plan_stop
+
+EXIT_REFUSED = 3
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "launch", help="dry-run, then launch ranks N-1 … 1 and 0; follow until the API is up",
+        description="Show what `DRY_RUN=1 bash launch/node.sh RANK cluster.env` prints on every host, then "
+                    "(after confirmation) launch ranks N-1 … 1 and rank 0 last and follow every rank's boot. "
+                    "Exit 0 when the API is ready, 1 when a rank fails (with the cause), 3 when the launch "
+                    "is refused.")
+    add_json(p)
+    p.add_argument("--dry-run", action="store_true", help="only show the per-rank commands")
+    p.add_argument("--yes", action="store_true", help="launch without asking")
+    p.add_argument("--override-preflight", action="store_true",
+                   help="launch even though preflight has failures (the operator takes responsibility)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the API (default 3600)")
+    p.add_argument("--phase-limit", type=float, default=None,
+                   help="seconds a rank may stay in one phase before it counts as stuck "
+                        "(default: per-phase limits for a real boot)")
+    p.set_defaults(func=run_launch)
+
+    s = sub.add_parser("status", help="per-rank container state, phase and API readiness (read-only)",
+                       description="Container state, boot phase (from the log tail) and API readiness of "
+                                   "every rank; changes nothing, also for a cluster launched by hand. Exit 0 "
+                                   "when the API is ready, 1 otherwise.")
+    add_json(s)
+    s.set_defaults(func=run_status)
+
+    t = sub.add_parser("stop", help="stop the containers this cockpit started, head first",
+                       description="docker stop on rank 0, then the workers: only containers this cockpit "
+                                   "started (recorded container IDs). Never removes a container, never "
+                                   "stops one launched by hand.")
+    add_json(t)
+    t.add_argument("--yes", action="store_true", help="stop without asking")
+    t.set_defaults(func=run_stop)
+
+
+# ---- helpers ------------------------------------------------------------------------------------------
+
+
+async def _connected_fleet(fleet: Fleet, cfg: ClusterConfig) -> None:
+    await fleet.wait_connected(cfg.ssh.connect_timeout + 5)
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        raise CliError("refusing to change the hosts without confirmation: add --yes", EXIT_REFUSED)
+    answer = input(f"{question} [y/N] ").strip().lower()
+    return answer in ("y", "yes")
+
+
+def _say(args: argparse.Namespace, text: str, data: dict[str, Any]) -> None:
+    if args.json:
+        print_json_line(data)
+    else:
+        print(text, flush=True)
+
+
+def print_json_line(data: dict[str, Any]) -> None:
+    import json
+    sys.stdout.write(json.dumps(data, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def event_text(event: L.LaunchEvent, t0: float) -> str:
+    """One line for a launch event."""
+    def stamp(at: float) -> str:
+        return f"[{max(0.0, at - t0):7.1f}s]"
+    if isinstance(event, L.PhaseEntered):
+        return f"{stamp(event.at)} rank {event.rank} → {event.phase.value}"
+    if isinstance(event, L.ProgressChanged):
+        return f"{stamp(event.at)} rank {event.rank}   loading weights {event.done}/{event.total}"
+    if isinstance(event, L.RankLaunched):
+        return f"{stamp(event.at)} rank {event.rank} launched: container {event.container_id[:12]}"
+    if isinstance(event, L.RankFailed):
+        f = event.failure
+        lines = [f"{stamp(f.at)} rank {f.rank} FAILED: {f.label}", f"    cause: {f.cause}"]
+        if f.exit_reason:
+            lines.append(f"    container: {f.exit_reason}")
+        lines.append(f"    remedy: {f.remedy}")
+        return "\n".join(lines)
+    if isinstance(event, L.HostChanged):
+        what = "host LOST" if event.lost else "host back"
+        return f"{stamp(event.at)} rank {event.rank} {what}: {event.detail}"
+    if isinstance(event, L.ApiChanged):
+        r = event.readiness
+        return f"{stamp(r.checked_at)} API: {r.message}"
+    if isinstance(event, L.VerdictChanged):
+        return f"== {event.verdict.summary}"
+    return str(event)
+
+
+async def preflight_gate(fleet: Fleet, cfg: ClusterConfig) -> tuple[list[str], str]:
+    """Failures of the preflight that must pass before a launch, and which preflight ran."""
+    try:
+        from cockpit.recipe.preflight import preflight_results
+    except ImportError:
+        return await _minimal_preflight(fleet, cfg), "minimal (image present with the recipe's ID)"
+    final = await preflight_results(fleet, cfg)
+    fails = [f"rank {r.rank}: {r.title}: {r.value}" + (f" ({r.remedy})" if r.remedy else "")
+             for r in final.results if r.verdict.value == "fail"]
+    return fails, "full preflight"
+
+
+async def _minimal_preflight(fleet: Fleet, cfg: ClusterConfig) -> list[str]:
+    results = await fleet.run_all(dk.image_id_argv(cfg.runtime.image_tag), timeout=30)
+    fails = []
+    for rank, res in sorted(results.items()):
+        if not isinstance(res, Result):
+            fails.append(f"rank {rank}: {res}")
+        elif not res.ok:
+            fails.append(f"rank {rank}: image {cfg.runtime.image_tag} is not loaded (docker load the runtime "
+                         "archive first)")
+        elif res.stdout.strip() != cfg.runtime.image_id:
+            fails.append(f"rank {rank}: image {cfg.runtime.image_tag} has ID {res.stdout.strip()}, not "
+                         f"{cfg.runtime.image_id}")
+    return fails
+
+
+def stuck_limits(phase_limit: float | None) -> dict[Phase, float]:
+    if phase_limit is None:
+        return dict(L.DEFAULT_STUCK_LIMITS)
+    return {p: phase_limit for p in PHASES if p not in (Phase.PENDING, Phase.READY)}
+
+
+# ---- launch -------------------------------------------------------------------------------------------
+
+
+def run_launch(args: argparse.Namespace) -> int:
+    _, cfg = load(args)
+    return run_async(_launch(args, cfg))
+
+
+async def _launch(args: argparse.Namespace, cfg: ClusterConfig) -> int:
+    async with Fleet(cfg) as fleet:
+        await _connected_fleet(fleet, cfg)
+        dry = await L.dry_run(fleet, cfg)
+        for d in dry.values():
+            shown = d.output if d.ok else "FAILED: " + d.error
+            _say(args, f"rank {d.rank} ({fleet[d.rank].target}): {d.launch_command}\n    dry run: {shown}",
+                 {"event": "DryRun", **d.to_dict()})
+        bad = [d for d in dry.values() if not d.ok]
+        if bad:
+            ranks = ", ".join(str(d.rank) for d in bad)
+            raise CliError(f"the dry run failed on rank {ranks}: fix that first (is the recipe downloaded "
+                           "and cluster.env written?)", EXIT_REFUSED)
+        blockers = await L.launch_blockers(fleet, cfg)
+        if blockers:
+            for b in blockers:
+                _say(args, f"refused: {b.reason}\n    what to do: {b.remedy}",
+                     {"event": "Refused", **b.to_dict()})
+            raise CliError("launch refused: " + blockers[0].reason, EXIT_REFUSED)
+        fails, which = await preflight_gate(fleet, cfg)
+        if fails:
+            for f in fails:
+                _say(args, f"preflight FAIL: {f}",
+                     {"event": "PreflightFail", "detail": f, "preflight": which})
+            if not args.override_preflight:
+                raise CliError(f"launch refused: {len(fails)} preflight failure(s) ({which}); fix them, or "
+                               "pass --override-preflight to launch anyway", EXIT_REFUSED)
+            _say(args, "preflight failures overridden by the operator",
+                 {"event": "PreflightOverridden", "failures": len(fails)})
+        else:
+            _say(args, f"preflight: pass ({which})", {"event": "PreflightPass", "preflight": which})
+        if args.dry_run:
+            return 0
+        order = " → ".join(str(r) for r in L.launch_order(cfg.ranks))
+        if not args.yes and not _confirm(f"Launch ranks {order} (rank 0 last)?"):
+            raise CliError("launch cancelled", EXIT_REFUSED)
+        t0 = time.time()
+        launcher = L.Launcher(fleet, cfg, stuck_limits=stuck_limits(args.phase_limit),
+                              emit=lambda ev: _say(args, event_text(ev, t0), L.event_dict(ev)))
+        try:
+            if await launcher.launch():
+                finished = await launcher.run_until(L.settled, timeout=args.timeout)
+            else:
+                finished = True
+        finally:
+            await launcher.close()
+        verdict = launcher.timeline.compute_verdict()
+        ok = verdict.state == "ready"
+        if not finished:
+            _say(args, f"timed out after {args.timeout:g} s: {verdict.summary}",
+                 {"event": "Result", "ok": False, "state": "timeout", "summary": verdict.summary})
+            return 1
+        _say(args, f"result: {verdict.summary}", {"event": "Result", "ok": ok, "state": verdict.state,
+                                                  "summary": verdict.summary})
+        return 0 if ok else 1
+
+
+# ---- status -------------------------------------------------------------------------------------------
+
+
+def run_status(args: argparse.Namespace) -> int:
+    _, cfg = load(args)
+    report = run_async(_status(cfg))
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        print(status_text(report, cfg))
+    return 0 if report.api.ready else 1
+
+
+async def _status(cfg: ClusterConfig) -> L.StatusReport:
+    async with Fleet(cfg) as fleet:
+        await _connected_fleet(fleet, cfg)
+        return await L.cluster_status(fleet, cfg)
+
+
+def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
+    rows = []
+    for r in report.ranks:
+        c = r.container
+        state = c.status if c else "-"
+        exit_ = str(c.exit_code) + (" OOM" if c.oom_killed else "") if c and c.exited else "-"
+        prog = f"{r.progress[0]}/{r.progress[1]}" if r.progress and r.phase is Phase.LOADING else ""
+        rows.append([str(r.rank), r.target, r.host, c.short_id if c else "-", state, exit_, r.owner,
+                     ("FAILED in " if r.failure else "") + r.phase.value, prog])
+    out = [table(rows, ["RANK", "TARGET", "HOST", "CONTAINER", "STATE", "EXIT", "STARTED BY", "PHASE",
+                        "PROGRESS"])]
+    out.append(f"API: {report.api.message}")
+    out.append(report.verdict.summary)
+    for r in report.ranks:
+        if r.failure:
+            out.append(f"rank {r.rank}: {r.failure.label}\n    cause: {r.failure.cause}\n"
+                       f"    remedy: {r.failure.remedy}")
+    if any(r.owner == "by hand" for r in report.ranks):
+        out.append(f"containers marked 'by hand' were not started by this cockpit: shown read-only; "
+                   f"`r37-cockpit stop` never stops them ({cfg.cluster.container_name})")
+    return "\n".join(out)
+
+
+# ---- stop ---------------------------------------------------------------------------------------------
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    _, cfg = load(args)
+    return run_async(_stop(args, cfg))
+
+
+async def _stop(args: argparse.Namespace, cfg: ClusterConfig) -> int:
+    ledger = Ledger(cfg)
+    async with Fleet(cfg) as fleet:
+        await _connected_fleet(fleet, cfg)
+        plan = await plan_stop(fleet, cfg, ledger)
+        todo = [i for i in plan if i.action == "stop"]
+        if args.json and (not todo or not args.yes):
+            print_json({"plan": [i.to_dict() for i in plan], "stopped": []})
+        elif not args.json:
+            for i in plan:
+                line = f"rank {i.rank} ({fleet[i.rank].target}): {i.action}: {i.reason}"
+                print(line + (f"\n    {i.command}" if i.command else ""))
+        if not todo:
+            if not args.json:
+                print("nothing to stop: no running container started by this cockpit "
+                      "(a cluster launched by hand is never stopped by r37-cockpit)")
+            return 0
+        if not args.yes and not _confirm(f"Stop {len(todo)} container(s), head first?"):
+            raise CliError("stop cancelled", EXIT_REFUSED)
+        try:
+            outcomes = await execute_stop(fleet, plan, ledger)
+        except HostUnavailable as exc:
+            raise CliError(str(exc)) from None
+        if args.json:
+            print_json({"plan": [i.to_dict() for i in plan], "stopped": [o.to_dict() for o in outcomes]})
+        else:
+            for o in outcomes:
+                print(f"rank {o.rank}: {'ok' if o.ok else 'FAILED'}: {o.message}")
+        return 0 if all(o.ok for o in outcomes) else 1

@@ -1,0 +1,101 @@
+"""Stop the cluster head first (rank 0, then the workers): only containers this cockpit started.
+
+A rank is stopped only when its container (looked up by name) has exactly the ID the ledger recorded
+when the cockpit launched it. Anything else — a cluster launched by hand, a container of another
+name — is left alone and said so. Only `docker stop`: the cockpit never removes a container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cockpit.config import ClusterConfig
+from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, command
+from cockpit.recipe import containers as dk
+from cockpit.recipe.launch import inspect_container
+from cockpit.recipe.ledger import Ledger
+
+STOP_TIMEOUT = 90.0
+
+Action = Literal["stop", "skip"]
+
+
+@dataclass(frozen=True, slots=True)
+class StopItem:
+    """What `stop` will do on one rank, and why."""
+
+    rank: int
+    action: Action
+    reason: str
+    command: str = ""
+    container_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "action": self.action, "reason": self.reason, "command": self.command,
+                "container_id": self.container_id}
+
+
+@dataclass(frozen=True, slots=True)
+class StopOutcome:
+    rank: int
+    ok: bool
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "ok": self.ok, "message": self.message}
+
+
+def stop_order(ranks: list[int]) -> list[int]:
+    """Head (rank 0) first, then the workers."""
+    return sorted(ranks)
+
+
+async def plan_stop(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> list[StopItem]:
+    """Per rank: stop (a running container the cockpit started) or skip (with the reason)."""
+    records = ledger.records()
+    name = cfg.cluster.container_name
+
+    async def one(rank: int) -> StopItem:
+        try:
+            state = await inspect_container(fleet, rank, name)
+        except (HostUnavailable, CommandTimeout) as exc:
+            return StopItem(rank, "skip", f"host not reachable: {exc}")
+        rec = records.get(rank)
+        if state is None:
+            return StopItem(rank, "skip", f"no container named {name}")
+        if rec is None or rec.container_id != state.id:
+            return StopItem(rank, "skip", f"{name} ({state.short_id}) was not started by this cockpit "
+                                          "(launched by hand?): never stopped by r37-cockpit; stop it on the "
+                                          f"host yourself if you mean to (docker stop {name})",
+                            container_id=state.id)
+        if not state.running:
+            return StopItem(rank, "skip", f"{name} ({state.short_id}) is already {state.status}",
+                            container_id=state.id)
+        return StopItem(rank, "stop", f"{name} ({state.short_id}) started by this cockpit, {state.status}",
+                        command(dk.stop_argv(state.id)).line, state.id)
+
+    items = await asyncio.gather(*(one(r) for r in cfg.ranks))
+    return sorted(items, key=lambda i: stop_order(cfg.ranks).index(i.rank))
+
+
+async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger) -> list[StopOutcome]:
+    """Stop the head first and wait for it, then every worker in parallel."""
+    todo = [i for i in plan if i.action == "stop"]
+    head = [i for i in todo if i.rank == 0]
+    workers = [i for i in todo if i.rank != 0]
+    out = [await _stop_one(fleet, i, ledger) for i in head]
+    out += await asyncio.gather(*(_stop_one(fleet, i, ledger) for i in workers))
+    return out
+
+
+async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome:
+    try:
+        res = await fleet[item.rank].run(dk.stop_argv(item.container_id), timeout=STOP_TIMEOUT)
+    except (HostUnavailable, CommandTimeout) as exc:
+        return StopOutcome(item.rank, False, str(exc))
+    if not res.ok:
+        return StopOutcome(item.rank, False, res.stderr.strip() or f"exit status {res.exit_status}")
+    ledger.mark_stopped(item.rank, item.container_id)
+    return StopOutcome(item.rank, True, f"stopped {item.container_id[:12]}")

@@ -1,0 +1,233 @@
+"""Staged launch against the simulated cluster: phases in order, faults turn the right rank red, a second
+launch is refused, stop is head first. Each test prepares its own fresh cluster (launches change hosts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit import constants as C
+from cockpit.config import ClusterConfig
+from cockpit.envfile import env_for_rank
+from cockpit.hosts import Fleet, Result, command
+from cockpit.recipe import launch as L
+from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.phases import Phase
+from cockpit.recipe.stop import execute_stop, plan_stop
+
+HEAD_PHASES = [Phase.LAUNCHED, Phase.RUNNING, Phase.DIST_INIT, Phase.LOADING, Phase.KV_CACHE,
+               Phase.CUDA_GRAPHS, Phase.API_START, Phase.READY]
+WORKER_PHASES = [Phase.LAUNCHED, Phase.RUNNING, Phase.DIST_INIT, Phase.ENGRAM, Phase.LOADING, Phase.KV_CACHE,
+                 Phase.CUDA_GRAPHS, Phase.WAIT_HEAD, Phase.READY]
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch ledger of the test's own; and the directory fresh_demo_cluster expects to exist."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "cluster").mkdir(exist_ok=True)
+
+
+async def _ok(fleet: Fleet, cmd_for, ranks=None, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]
+    results = await fleet.run_all(cmd_for, ranks=ranks, timeout=timeout)
+    for rank, res in results.items():
+        assert isinstance(res, Result) and res.ok, f"rank {rank}: {res}"
+
+
+async def prepare_hosts(fleet: Fleet, cfg: ClusterConfig) -> None:
+    """The recipe's steps 2–5 on every host: recipe, runtime image, checkpoint, Engram rows, cluster.env."""
+    def rdir(h) -> str:  # type: ignore[no-untyped-def]
+        return cfg.recipe_dir(h.rank)
+    await _ok(fleet, lambda h: command(["mkdir", "-p", rdir(h)]))
+    await _ok(fleet, lambda h: command(["hf", "download", C.RECIPE_REPO, "--include", *C.RECIPE_INCLUDE,
+                                        "--local-dir", "."], cwd=rdir(h)))
+    await _ok(fleet, lambda h: command(["hf", "download", C.RECIPE_REPO, C.RUNTIME_ARCHIVE,
+                                        "--local-dir", "."], cwd=rdir(h)))
+    await _ok(fleet, lambda h: command(["docker", "load", "-i", C.RUNTIME_ARCHIVE], cwd=rdir(h)))
+    await _ok(fleet, lambda h: command(["hf", "download", cfg.model.repo, "--local-dir",
+                                        cfg.model_path(h.rank)]))
+    workers = [r for r in cfg.ranks if r != 0]
+    await _ok(fleet, lambda h: command(["python3", "tools/prepare-engram.py", str(h.rank),
+                                        cfg.model_path(h.rank), cfg.engram_path(h.rank)], cwd=rdir(h)),
+              ranks=workers)
+    for rank in cfg.ranks:
+        res = await fleet[rank].run(command(["tee", "cluster.env"], cwd=cfg.recipe_dir(rank)),
+                                    input=env_for_rank(cfg, rank))
+        assert res.ok, res.stderr
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[L.LaunchEvent] = []
+
+    def __call__(self, event: L.LaunchEvent) -> None:
+        self.events.append(event)
+
+    def failures(self) -> list[L.Failure]:
+        return [e.failure for e in self.events if isinstance(e, L.RankFailed)]
+
+
+async def _launch(cluster, recorder: Recorder, **kw):  # type: ignore[no-untyped-def]
+    cfg = cluster.config
+    fleet = Fleet(cfg)
+    fleet.start()
+    assert await fleet.wait_connected(20)
+    await prepare_hosts(fleet, cfg)
+    launcher = L.Launcher(fleet, cfg, emit=recorder, poll_interval=0.3, **kw)
+    return fleet, launcher
+
+
+def cli(cluster, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    return subprocess.run([sys.executable, "-m", "cockpit", "--config", str(cluster.config_path), *args],
+                          capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
+
+
+async def test_full_launch_all_phases_refused_relaunch_and_head_first_stop(fresh_demo_cluster) -> None:
+    cfg = fresh_demo_cluster.config
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        await prepare_hosts(fleet, cfg)
+    dry = cli(fresh_demo_cluster, "launch", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    dry_events = [json.loads(line) for line in dry.stdout.splitlines()]
+    runs = [e for e in dry_events if e["event"] == "DryRun"]
+    assert [e["rank"] for e in runs] == [3, 2, 1, 0]
+    assert all(e["output"].startswith("docker run -d --name ds41_r37") for e in runs)
+    assert "--headless" in runs[0]["output"] and "--headless" not in runs[3]["output"]
+
+    res = cli(fresh_demo_cluster, "launch", "--yes", "--json", "--override-preflight")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    launched = [e["rank"] for e in events if e["event"] == "RankLaunched"]
+    assert launched == [3, 2, 1, 0]
+    for rank, expected in ((0, HEAD_PHASES), *((r, WORKER_PHASES) for r in (1, 2, 3))):
+        seen = [e["phase"] for e in events if e["event"] == "PhaseEntered" and e["rank"] == rank]
+        assert seen == [p.value for p in expected], (rank, seen)
+    progress = [e["done"] for e in events if e["event"] == "ProgressChanged" and e["rank"] == 0]
+    assert progress[-1] == 48 and progress == sorted(progress)
+    assert events[-1] == {"event": "Result", "ok": True, "state": "ready", "summary": events[-1]["summary"]}
+
+    status = cli(fresh_demo_cluster, "status", "--json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    report = json.loads(status.stdout)
+    assert report["api"]["ready"] and report["verdict"]["state"] == "ready"
+    assert [r["owner"] for r in report["ranks"]] == ["cockpit"] * 4
+    assert all(r["container"]["status"] == "running" for r in report["ranks"])
+
+    again = cli(fresh_demo_cluster, "launch", "--yes")
+    assert again.returncode == 3
+    assert "still has a container named ds41_r37" in again.stdout and "never removes" in again.stdout
+
+    stop = cli(fresh_demo_cluster, "stop", "--yes", "--json")
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    data = json.loads(stop.stdout)
+    assert data["stopped"][0]["rank"] == 0 and len(data["stopped"]) == 4
+    # the order the hosts saw: rank 0's container finished before any worker's
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        finished = {}
+        for rank in cfg.ranks:
+            state = await L.inspect_container(fleet, rank, cfg.cluster.container_name)
+            assert state is not None and state.exited
+            finished[rank] = state.finished_at
+    assert all(finished[0] <= finished[r] for r in (1, 2, 3)), finished
+    assert "docker rm" not in (stop.stdout + res.stdout)
+
+
+async def test_nccl_timeout_turns_that_rank_red_first(fresh_demo_cluster) -> None:
+    fresh_demo_cluster.fault(2, "nccl-timeout")
+    rec = Recorder()
+    fleet, launcher = await _launch(fresh_demo_cluster, rec)
+    try:
+        assert await launcher.launch()
+        assert await launcher.run_until(L.settled, timeout=120)
+        verdict = launcher.timeline.compute_verdict()
+        assert verdict.state == "down" and verdict.first_failed == 2
+        f = launcher.timeline[2].failure
+        assert f is not None and f.label.startswith("RoCE connection timed out")
+        assert "ibv_modify_qp failed with 110" in f.cause and f.context[-1] == f.cause
+        assert launcher.timeline[2].phase is Phase.DIST_INIT
+    finally:
+        await launcher.close()
+        await fleet.close()
+
+
+async def test_oom_at_load_is_red_with_oom_cause_and_exit(fresh_demo_cluster) -> None:
+    fresh_demo_cluster.fault(1, "oom-at-load")
+    rec = Recorder()
+    fleet, launcher = await _launch(fresh_demo_cluster, rec)
+    try:
+        assert await launcher.launch()
+        assert await launcher.run_until(lambda t: t[1].failure is not None and bool(t[1].failure.exit_reason),
+                                        timeout=120)
+        tl = launcher.timeline[1]
+        assert tl.failure is not None and tl.failure.label == "out of memory"
+        assert "CUDA out of memory" in tl.failure.cause
+        assert "out-of-memory killer" in tl.failure.exit_reason
+        assert tl.phase is Phase.LOADING and tl.progress is not None and tl.progress[0] < 48
+        assert launcher.timeline.compute_verdict().first_failed == 1
+    finally:
+        await launcher.close()
+        await fleet.close()
+
+
+async def test_crash_after_ready_turns_that_rank_red_and_cluster_down(fresh_demo_cluster) -> None:
+    rec = Recorder()
+    fleet, launcher = await _launch(fresh_demo_cluster, rec)
+    try:
+        assert await launcher.launch()
+        assert await launcher.run_until(L.settled, timeout=120)
+        assert launcher.timeline.verdict.state == "ready"
+        fresh_demo_cluster.fault(3, "crash-after-ready")
+        assert await launcher.run_until(lambda t: t.verdict.state == "down", timeout=60)
+        assert launcher.timeline.verdict.first_failed == 3
+        f = launcher.timeline[3].failure
+        assert f is not None and "illegal memory access" in f.cause
+        assert len(f.context) > 3
+    finally:
+        await launcher.close()
+        await fleet.close()
+
+
+async def test_host_lost_mid_launch_is_marked_and_followed_again(fresh_demo_cluster) -> None:
+    rec = Recorder()
+    fleet, launcher = await _launch(fresh_demo_cluster, rec)
+    try:
+        assert await launcher.launch()
+        fresh_demo_cluster.fault(2, "host-down")
+        try:
+            assert await launcher.run_until(lambda t: t[2].host_lost_since is not None, timeout=30)
+            assert launcher.timeline.verdict.state == "host-lost"
+            assert launcher.timeline[0].failure is None
+        finally:
+            fresh_demo_cluster.fault(2, "host-down", on=False)
+        assert await launcher.run_until(L.settled, timeout=120)
+        assert launcher.timeline.verdict.state == "ready"
+        assert [s.phase for s in launcher.timeline[2].spans] == WORKER_PHASES
+        assert any(isinstance(e, L.HostChanged) and e.rank == 2 and not e.lost for e in rec.events)
+    finally:
+        await launcher.close()
+        await fleet.close()
+
+
+async def test_stop_touches_only_what_the_cockpit_started(fresh_demo_cluster) -> None:
+    cfg = fresh_demo_cluster.config
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        await prepare_hosts(fleet, cfg)
+        # a cluster launched by hand (not through the cockpit): rank 3 only is enough
+        res = await fleet[3].run(L.launch_command(cfg, 3), timeout=60)
+        assert res.ok, res.stderr
+        ledger = Ledger(cfg)
+        plan = await plan_stop(fleet, cfg, ledger)
+        assert [i.action for i in plan] == ["skip"] * 4
+        assert "not started by this cockpit" in plan[3].reason
+        assert await execute_stop(fleet, plan, ledger) == []
+        report = await L.cluster_status(fleet, cfg, ledger)
+        assert report.ranks[3].owner == "by hand" and report.ranks[3].container is not None
+        assert not any("docker stop" in rec.command for rec in fleet.command_log)

@@ -1,0 +1,153 @@
+"""Launch model without hosts: docker parsing, ledger, rank state machine, cluster verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cockpit.api.readiness import ApiReadiness
+from cockpit.config import load_config
+from cockpit.recipe import containers as dk
+from cockpit.recipe import launch as L
+from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.phases import Phase
+
+FIXED = Path(__file__).parents[1] / "fixtures" / "cluster.toml"
+CID = "a" * 64
+
+INSPECT_OOM = json.dumps([{
+    "Id": CID, "Name": "/ds41_r37", "Image": "sha256:638d",
+    "State": {"Status": "exited", "Running": False, "OOMKilled": True, "ExitCode": 137, "Error": "",
+              "StartedAt": "2025-05-01T10:00:00.5Z", "FinishedAt": "2025-05-01T10:06:12.123456789Z"},
+    "Config": {"Image": "local/ds41-r37-spark:runtime", "Labels": {"a": "b"}},
+}])
+
+
+def test_launch_order_is_workers_down_then_head() -> None:
+    assert L.launch_order([0, 1, 2, 3]) == [3, 2, 1, 0]
+
+
+def test_commands_are_the_recipes_and_quoted() -> None:
+    cfg = load_config(FIXED)
+    assert L.launch_command(cfg, 2).line == "cd -- r37-recipe && bash launch/node.sh 2 cluster.env"
+    dry = "cd -- r37-recipe && env DRY_RUN=1 bash launch/node.sh 0 cluster.env"
+    assert L.dry_run_command(cfg, 0).line == dry
+
+
+def test_parse_inspect_and_exit_reasons() -> None:
+    (st,) = dk.parse_inspect(INSPECT_OOM)
+    assert (st.name, st.status, st.exit_code, st.oom_killed) == ("ds41_r37", "exited", 137, True)
+    assert st.exited
+    assert st.finished_at is not None and st.started_at is not None
+    assert abs(st.finished_at - st.started_at - 371.623456789) < 1e-6
+    assert "out-of-memory killer" in st.exit_reason()
+    assert dk.parse_inspect("[]") == [] and dk.parse_inspect("Error: No such object") == []
+    sig = dk.ContainerState(CID, "x", "exited", exit_code=143)
+    assert "SIGTERM" in sig.exit_reason()
+
+
+def test_ps_names_are_matched_exactly() -> None:
+    text = ('{"ID":"1","Names":"ds41_r37_old","State":"exited","Status":"Exited (0)","Image":"x"}\n'
+            '{"ID":"2","Names":"ds41_r37","State":"running","Status":"Up 2 minutes","Image":"x"}\n')
+    entry = dk.ps_named(text, "ds41_r37")
+    assert entry is not None and entry.id == "2"
+    assert dk.ps_named(text.splitlines()[0], "ds41_r37") is None
+
+
+def test_log_timestamps_and_container_id() -> None:
+    at, text = dk.split_log_line("2025-05-01T10:00:00.123456789Z  INFO hello")
+    assert text == " INFO hello" and at is not None
+    assert dk.split_log_line("no stamp here") == (None, "no stamp here")
+    again = dk.parse_time(dk.rfc3339(at))
+    assert again is not None and abs(again - at) < 1e-6
+    assert dk.container_id_from_output(f"Unable to find\n{CID}\n") == CID
+    assert dk.container_id_from_output("nope") is None
+
+
+def test_ledger_round_trip_and_cluster_separation(tmp_path: Path) -> None:
+    cfg = load_config(FIXED)
+    path = tmp_path / "launched.json"
+    ledger = Ledger(cfg, path)
+    ledger.record(0, CID, "ds41_r37", "spark-0")
+    assert ledger.owns(0, CID) and not ledger.owns(0, "b" * 64) and not ledger.owns(1, CID)
+    ledger.mark_stopped(0, CID)
+    assert ledger.records()[0].stopped_at is not None
+    other = cfg.model_copy(update={"hosts": [h.model_copy(update={"ssh": h.ssh + "x"}) for h in cfg.hosts]})
+    assert Ledger(other, path).records() == {}
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_container_exit_without_signature_uses_last_line() -> None:
+    tl = L.RankTimeline(1)
+    tl.launched(0.0, CID)
+    tl.feed_line("(Worker_TP1 pid=1) INFO 05-01 10:00:00 [x.py:1] Starting to load model /m", 1.0)
+    tl.feed_line("Loading safetensors checkpoint shards:  58% Completed | 28/48 [..]", 2.0)
+    (st,) = dk.parse_inspect(INSPECT_OOM)
+    events = tl.feed_container(st, 3.0)
+    assert [type(e) for e in events] == [L.RankFailed]
+    assert tl.failure is not None and tl.failure.label == "container OOM-killed"
+    assert tl.failure.cause.startswith("Loading safetensors") and tl.progress == (28, 48)
+    assert tl.feed_container(st, 4.0) == []  # reported once
+
+
+def test_stuck_phase_turns_red_but_not_while_host_is_lost() -> None:
+    tl = L.RankTimeline(3)
+    tl.launched(0.0)
+    tl.feed_line("Connecting to the head at 10.0.0.1:29543 (node_rank=3, headless)", 1.0)
+    limits = {Phase.DIST_INIT: 60.0}
+    assert tl.check_stuck(50.0, limits) == []
+    tl.host_lost("connection lost", 55.0)
+    assert tl.check_stuck(100.0, limits) == []
+    tl.host_back(101.0)
+    (ev,) = tl.check_stuck(102.0, limits)
+    assert isinstance(ev, L.RankFailed) and "stuck in 'distributed init'" in ev.failure.label
+
+
+def _booted(cluster: L.ClusterTimeline) -> None:
+    for r in cluster.ranks:
+        cluster[r].launched(0.0)
+        cluster[r].feed_line("Graph capturing finished in 34 secs", 10.0 + r)
+
+
+def test_head_ready_promotes_waiting_workers_and_cluster_is_ready() -> None:
+    cluster = L.ClusterTimeline([0, 1, 2, 3])
+    _booted(cluster)
+    assert cluster[1].phase is Phase.WAIT_HEAD and cluster[0].phase is Phase.API_START
+    events = cluster.settle(cluster.mark_api(ApiReadiness(True, "ready", "ok"), 20.0))
+    assert all(cluster[r].phase is Phase.READY for r in range(4))
+    assert isinstance(events[-1], L.VerdictChanged) and events[-1].verdict.state == "ready"
+
+
+def test_verdict_blames_the_root_cause_rank_not_the_one_reporting_a_dead_peer() -> None:
+    cluster = L.ClusterTimeline([0, 1, 2, 3])
+    for r in cluster.ranks:
+        cluster[r].launched(0.0)
+    cluster[0].feed_line("(EngineCore_DP0 pid=72) ERROR 05-01 10:02:32 [multiproc_executor.py:154] Worker "
+                         "proc VllmWorker-2 (node_rank=2) died unexpectedly (NCCL error: unhandled system "
+                         "error)", 5.0)
+    cluster.settle([])
+    assert cluster.verdict.first_failed == 0
+    assert not L.settled(cluster, now=6.0)  # waits for the root cause ...
+    assert L.settled(cluster, now=5.0 + L.SECONDARY_GRACE)  # ... but not forever
+    cluster[2].feed_line("NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out", 6.0)
+    cluster.settle([])
+    verdict = cluster.verdict
+    assert verdict.state == "down" and verdict.first_failed == 2 and "also failed: rank 0" in verdict.summary
+    assert L.settled(cluster, now=6.0)
+
+
+def test_a_lost_host_is_its_own_verdict_and_clears() -> None:
+    cluster = L.ClusterTimeline([0, 1])
+    cluster[1].launched(0.0)
+    cluster.settle(cluster[1].host_lost("connection lost", 1.0))
+    assert cluster.verdict.state == "host-lost" and "rank 1" in cluster.verdict.summary
+    cluster.settle(cluster[1].host_back(2.0))
+    assert cluster.verdict.state == "launching"
+
+
+def test_events_serialise_to_json() -> None:
+    tl = L.RankTimeline(0)
+    events = tl.launched(1.0) + tl.feed_line("KeyError: 'x'", 2.0)
+    for e in events:
+        json.dumps(L.event_dict(e))
+    assert L.event_dict(events[0]) == {"event": "PhaseEntered", "rank": 0, "phase": "launched", "at": 1.0}
