@@ -8,6 +8,7 @@ comparison across ranks (`compare`), and the remedy sentence. The definitions li
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -206,9 +207,12 @@ class GroupRow:
     remedy: str = ""
 
 
+_DIGITS = re.compile(r"\d+")
+
+
 def group_results(results: list[CheckResult] | tuple[CheckResult, ...]) -> list[GroupRow]:
-    """One row per check and distinct (verdict, value); passes whose values only differ by rank-specific
-    details (addresses, paths) collapse into one row showing the lowest rank's value. Check order kept."""
+    """One row per check and distinct (verdict, value); passes whose values differ only in numbers
+    (addresses, latencies, rank-numbered paths) collapse into one row showing the lowest rank's value."""
     by_check: dict[str, list[CheckResult]] = {}
     for r in results:
         by_check.setdefault(r.check, []).append(r)
@@ -216,16 +220,19 @@ def group_results(results: list[CheckResult] | tuple[CheckResult, ...]) -> list[
     for check, items in by_check.items():
         items.sort(key=lambda r: r.rank)
         groups: dict[tuple[Verdict, str], list[CheckResult]] = {}
-        passes = [r for r in items if r.verdict is Verdict.PASS]
+        shown: dict[tuple[Verdict, str], str] = {}
         for r in items:
-            key = (r.verdict, passes[0].value if r.verdict is Verdict.PASS else r.value)
+            # passes that differ only in numbers (addresses, latencies, rank-numbered paths) are alike
+            key = (r.verdict, _DIGITS.sub("#", r.value) if r.verdict is Verdict.PASS else r.value)
             groups.setdefault(key, []).append(r)
+            shown.setdefault(key, r.value)
         biggest = max(len(g) for g in groups.values())
-        for (verdict, value), group in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0].rank)):
+        for key, group in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0].rank)):
+            verdict, value = key[0], shown[key]
             first = group[0]
             same = len({r.value for r in group}) == 1
-            shown = value if same or len(group) == 1 else f"{value} (rank {first.rank}; others alike)"
+            text = value if same or len(group) == 1 else f"{value} (rank {first.rank}; others alike)"
             odd = len(groups) > 1 and (len(group) < biggest or verdict is not Verdict.PASS)
-            rows.append(GroupRow(check, first.step, first.title, verdict, shown,
+            rows.append(GroupRow(check, first.step, first.title, verdict, text,
                                  tuple(r.rank for r in group), odd, first.remedy))
     return rows

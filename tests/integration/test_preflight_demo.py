@@ -169,3 +169,41 @@ async def test_preflight_changes_nothing_on_the_hosts(provisioned: SimCluster) -
     final = await run(provisioned.config)
     assert final.ok
     assert snapshot() == before
+
+
+async def test_pane_streams_groups_publishes_and_reruns(provisioned: SimCluster) -> None:
+    from cockpit.tui.app import CockpitApp
+    from cockpit.tui.panes.preflight import PreflightDetail, PreflightPane, PreflightSummary
+
+    app = CockpitApp(provisioned.config, provisioned.config_path)
+    published: list[PreflightSummary] = []
+    app.ctx.watch("preflight", published.append)
+    async with app.run_test(size=(130, 40)) as pilot:
+        await pilot.press("2")
+        assert await app.fleet.wait_connected(15)
+        await pilot.press("a")
+        for _ in range(300):
+            await pilot.pause(0.05)
+            if published and published[-1].results and not published[-1].running:
+                break
+        summary = published[-1]
+        assert summary.ok and summary.failed == () and published[0].running
+        pane = app.query_one(PreflightPane)
+        assert [r.check for r in pane.rows if r.ranks == (0, 1, 2, 3)][:3] == ["ssh", "arch", "gpu"]
+        row = next(i for i, r in enumerate(pane.rows) if r.check == "gid")
+        await pilot.press(*["down"] * row, "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, PreflightDetail) and app.screen.row.check == "gid"
+        await pilot.press("escape")
+        # break rank 1's GID and re-run only the selected check: only that row changes
+        provisioned.fault(1, "wrong-gid")
+        try:
+            await pilot.press("c")
+            for _ in range(300):
+                await pilot.pause(0.05)
+                if not published[-1].running and published[-1].failed:
+                    break
+        finally:
+            provisioned.fault(1, "wrong-gid", on=False)
+        assert published[-1].failed == (("gid", 1),)
+        assert len(published[-1].results) == len(summary.results)

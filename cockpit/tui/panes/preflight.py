@@ -1,0 +1,217 @@
+"""Preflight pane: the recipe's host checks, streamed in as hosts answer, identical answers across ranks
+grouped into one row (clush style) with the rank that differs highlighted; Enter shows the commands, the
+raw output per rank and the remedy. Re-run one check, one host, or all. Observes only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from cockpit.recipe.checks import (
+    CheckResult,
+    GroupRow,
+    PreflightEvent,
+    PreflightFinished,
+    PreflightStarted,
+    Verdict,
+    group_results,
+    ranks_text,
+)
+from cockpit.recipe.preflight import CHECKS, run_preflight
+from cockpit.tui.context import CockpitContext
+
+STYLE = {Verdict.PASS: "green", Verdict.WARN: "bold yellow", Verdict.FAIL: "bold red",
+         Verdict.UNKNOWN: "magenta"}
+LABEL = {Verdict.PASS: "pass", Verdict.WARN: "WARN", Verdict.FAIL: "FAIL", Verdict.UNKNOWN: "unknown"}
+COLUMNS = ("step", "check", "result", "ranks", "observed")
+ORDER = {c.id: i for i, c in enumerate(CHECKS)}
+
+
+@dataclass(frozen=True)
+class PreflightSummary:
+    """What the pane publishes as `ctx.facts["preflight"]` (the launch gate reads it)."""
+
+    running: bool
+    ok: bool                              # no check failed (and the run finished)
+    failed: tuple[tuple[str, int], ...]   # (check id, rank)
+    results: tuple[CheckResult, ...]
+
+
+class PreflightDetail(ModalScreen[None]):
+    """One row's check on each of its ranks: observed value, remedy, command lines and raw output."""
+
+    BINDINGS = [Binding("escape,enter,q", "dismiss", "Close", id="preflight.detail_close")]
+    DEFAULT_CSS = """
+    PreflightDetail { align: center middle; }
+    PreflightDetail > VerticalScroll { width: 90%; height: 85%; border: round $accent; background: $surface;
+                                       padding: 0 1; }
+    """
+
+    def __init__(self, row: GroupRow, results: list[CheckResult]):
+        super().__init__()
+        self.row = row
+        self.results = results
+
+    def compose(self) -> ComposeResult:
+        text = Text()
+        text.append(f"{self.row.check} — {self.row.title} (recipe step {self.row.step})\n", style="bold")
+        for r in self.results:
+            text.append(f"\nrank {r.rank}: ", style="bold")
+            text.append(LABEL[r.verdict], style=STYLE[r.verdict])
+            text.append(f"  {r.value}\n")
+            if r.detail:
+                text.append(f"  {r.detail}\n", style="dim")
+            if r.remedy:
+                text.append("  remedy: ", style="bold")
+                text.append(f"{r.remedy}\n")
+            if r.raw:
+                text.append(r.raw + "\n", style="dim")
+        with VerticalScroll():
+            yield Static(text, id="preflight-detail-text", markup=False)
+
+
+class PreflightPane(Vertical):
+    """Grouped table of check results with a status line; workers run the checks over the fleet."""
+
+    BINDINGS = [
+        Binding("a", "run_all", "Run all", id="preflight.run_all"),
+        Binding("c", "rerun_check", "Re-run check", id="preflight.rerun_check"),
+        Binding("h", "rerun_host", "Re-run host", id="preflight.rerun_host"),
+        Binding("enter", "detail", "Detail", id="preflight.detail"),
+    ]
+    DEFAULT_CSS = """
+    PreflightPane #preflight-table { height: 1fr; }
+    PreflightPane #preflight-status { height: auto; padding: 0 1; }
+    """
+
+    @dataclass
+    class Event(Message):
+        event: PreflightEvent
+
+    def __init__(self, ctx: CockpitContext, **kwargs: object):
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.ctx = ctx
+        self.results: dict[tuple[str, int], CheckResult] = {}
+        self.rows: list[GroupRow] = []
+        self.pending: set[tuple[str, int]] = set()
+        self.running = False
+        self.finished = False
+
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="preflight-table", cursor_type="row", zebra_stripes=True)
+        hint = Text("press a to run the preflight (it only reads from the hosts)")
+        yield Static(hint, id="preflight-status", markup=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for col in COLUMNS:
+            table.add_column(col, key=col)
+
+    def on_show(self) -> None:
+        self.query_one(DataTable).focus()   # the pane's keys work as soon as its tab is shown
+
+    # ---- events (from the worker, or fed directly by tests) ------------------------------------------
+
+    def on_preflight_pane_event(self, message: PreflightPane.Event) -> None:
+        self.apply(message.event)
+
+    def apply(self, event: PreflightEvent) -> None:
+        if isinstance(event, PreflightStarted):
+            self.running, self.finished = True, False
+            self.pending = {(c.id, r) for c in event.checks for r in c.ranks}
+        elif isinstance(event, CheckResult):
+            self.results[(event.check, event.rank)] = event
+            if event.final:
+                self.pending.discard((event.check, event.rank))
+        elif isinstance(event, PreflightFinished):
+            self.running, self.finished = False, True
+            self.pending.clear()
+        self._show()
+        if not isinstance(event, CheckResult) or not self.running:
+            self._publish()
+
+    def _publish(self) -> None:
+        results = tuple(sorted(self.results.values(), key=lambda r: (ORDER.get(r.check, 99), r.rank)))
+        failed = tuple((r.check, r.rank) for r in results if r.verdict is Verdict.FAIL)
+        self.ctx.publish("preflight", PreflightSummary(self.running, self.finished and not failed and
+                                                       not self.running, failed, results))
+
+    def _show(self) -> None:
+        table = self.query_one(DataTable)
+        keep = table.cursor_row
+        results = sorted(self.results.values(), key=lambda r: (ORDER.get(r.check, 99), r.rank))
+        self.rows = group_results(results)
+        table.clear()
+        for i, row in enumerate(self.rows):
+            verdict = Text(LABEL[row.verdict], style=STYLE[row.verdict])
+            ranks = Text(ranks_text(row.ranks), style="reverse bold" if row.odd else "")
+            value = Text(row.value, style="bold" if row.odd else "")
+            table.add_row(str(row.step), Text(row.check), verdict, ranks, value, key=str(i))
+        if self.rows:
+            table.move_cursor(row=min(keep, len(self.rows) - 1))
+        self.query_one("#preflight-status", Static).update(self._status_line())
+
+    def _status_line(self) -> Text:
+        counts = {v: sum(1 for r in self.results.values() if r.verdict is v) for v in Verdict}
+        text = Text()
+        if self.running:
+            text.append(f"running… {len(self.pending)} pending  ", style="bold")
+        text.append(f"{counts[Verdict.PASS]} passed", style=STYLE[Verdict.PASS])
+        text.append(", ")
+        failed = counts[Verdict.FAIL]
+        text.append(f"{failed} failed", style=STYLE[Verdict.FAIL] if failed else "")
+        text.append(f", {counts[Verdict.WARN]} warnings, {counts[Verdict.UNKNOWN]} unknown")
+        text.append("   a all · c check · h host · enter detail", style="dim")
+        return text
+
+    # ---- actions -------------------------------------------------------------------------------------
+
+    def _selected(self) -> GroupRow | None:
+        table = self.query_one(DataTable)
+        if not self.rows or table.cursor_row < 0:
+            return None
+        return self.rows[min(table.cursor_row, len(self.rows) - 1)]
+
+    def action_run_all(self) -> None:
+        self.start()
+
+    def action_rerun_check(self) -> None:
+        row = self._selected()
+        if row is not None:
+            self.start(only=[row.check])
+
+    def action_rerun_host(self) -> None:
+        row = self._selected()
+        if row is not None:
+            self.start(ranks=list(row.ranks))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_detail()
+
+    def action_detail(self) -> None:
+        row = self._selected()
+        if row is None:
+            return
+        self.app.push_screen(PreflightDetail(row, [self.results[(row.check, r)] for r in row.ranks]))
+
+    def start(self, only: list[str] | None = None, ranks: list[int] | None = None) -> None:
+        """Run (part of) the preflight in a worker; results of other checks/ranks stay as they were."""
+        if only is None and ranks is None:
+            self.results.clear()
+        self._run(only, ranks)
+
+    @work(exclusive=True, group="preflight")
+    async def _run(self, only: list[str] | None, ranks: list[int] | None) -> None:
+        previous = list(self.results.values())
+        async for event in run_preflight(self.ctx.fleet, self.ctx.config, only=only, ranks=ranks,
+                                         previous=previous):
+            self.post_message(PreflightPane.Event(event))
