@@ -432,6 +432,13 @@ def format_line(line: LogLine, *, rank: bool = True) -> str:
 
 def line_from_raw(rank: int, raw: str) -> LogLine | None:
     """A `docker logs -t` output line as a LogLine (None if it has no timestamp prefix)."""
+    if raw[29:31] == "Z " and raw[19:20] == ".":  # docker's fixed-width stamp: the fast path
+        secs = _SECONDS_CACHE.get(raw[:19])
+        frac = raw[20:29]
+        if secs is not None and frac.isdigit():
+            text = raw[31:]
+            return LogLine(secs * 1_000_000_000 + int(frac), rank,
+                           text if text.isprintable() else neutralise(text))
     parsed = parse_stamped(raw)
     return None if parsed is None else LogLine(parsed[0], rank, neutralise(parsed[1]))
 

@@ -18,12 +18,12 @@ RANK_LINES = {
         "(EngineCore_DP0 pid=211) INFO 11-29 22:59:18 [parallel_state.py:11] DP group leader: node_rank=0, "
         "world_size=4",
         "(Worker_TP0 pid=305) INFO 11-29 22:59:20 [engram.py:88] Engram DISK mode: layer 3 rows [0, 131072)",
-        "(Worker_TP0 pid=305) INFO 11-29 23:09:41 [default_loader.py:262] Loading weights took 621.07 seconds",
+        "(Worker_TP0 pid=305) INFO 11-29 23:09:41 [loader.py:262] Loading weights took 621.07 seconds",
         "(Worker_TP0 pid=305) INFO 11-29 23:09:44 [gpu_worker.py:300] Available KV cache memory: 11.2 GiB"],
     1: ["(Worker_TP1 pid=305) INFO 11-29 22:59:18 [core.py:70] Connecting to the head at 10.37.0.1:29501",
         "(Worker_TP1 pid=305) INFO 11-29 22:59:21 [engram.py:88] Engram DISK mode: layer 3 rows [131072, "
         "262144)",
-        "(Worker_TP1 pid=305) INFO 11-29 23:09:40 [default_loader.py:262] Loading weights took 619.88 seconds"],
+        "(Worker_TP1 pid=305) INFO 11-29 23:09:40 [loader.py:262] Loading weights took 619.88 seconds"],
     2: ["(Worker_TP2 pid=305) INFO 11-29 22:59:18 [core.py:70] Connecting to the head at 10.37.0.1:29501",
         "spark-2:305:412 [0] NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [RO]; OOB enp1s0f0np0:10.37.0.3",
         "spark-2:305:412 [0] transport/net_ib.cc:1023 NCCL WARN NET/IB : Got completion from peer "
@@ -33,7 +33,7 @@ RANK_LINES = {
         "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"],
     3: ["(Worker_TP3 pid=305) INFO 11-29 22:59:19 [core.py:70] Connecting to the head at 10.37.0.1:29501",
         "\x1b[33mWARNING\x1b[0m odd bytes from the host: bell\x07 esc\x1b]0;title cr\rdone",
-        "(Worker_TP3 pid=305) INFO 11-29 23:09:42 [default_loader.py:262] Loading weights took 620.50 seconds"],
+        "(Worker_TP3 pid=305) INFO 11-29 23:09:42 [loader.py:262] Loading weights took 620.50 seconds"],
 }
 
 
@@ -59,7 +59,7 @@ async def show_logs(app: CockpitApp, pilot, rounds: int = 4) -> LogsPane:  # typ
     pane = app.query_one(LogsPane)
     for rank, lines in fed_lines(rounds).items():
         pane.ingest(rank, [LogLine(ln.ts, ln.rank, neutralise(ln.text)) for ln in lines])
-    pane.flush()
+    pane.flush(now=True)
     await pilot.pause()
     return pane
 
@@ -99,7 +99,7 @@ def test_logs_paused_with_pending_count(snap_compare, fixed_config) -> None:
                     for i, ln in enumerate(lines)] for r, lines in fed_lines(1).items()}
         for rank, lines in more.items():
             pane.ingest(rank, lines)
-        pane.flush()
+        pane.flush(now=True)
         await pilot.pause()
         assert not pane.view.following and pane.view.new_lines == sum(len(v) for v in more.values())
 

@@ -23,6 +23,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Input, Static, Tab, Tabs
 
 from cockpit.telemetry.logfilter import FilteredView, FilterError, LineFilter, Signatures
@@ -39,6 +40,8 @@ from cockpit.tui.context import CockpitContext
 from cockpit.tui.widgets.logview import PLAIN, FollowPaused, LogView
 
 FLUSH_EVERY = 0.05
+RENDER_EVERY = 0.1  # the view takes new lines (one frame) at most this often while lines stream
+STATUS_EVERY = 0.25  # the status line's counters refresh at most this often while lines stream
 REJOIN_EVERY = 5.0
 CONTEXT_STEPS = (0, 2, 5, 10)
 MERGED = "merged"
@@ -134,6 +137,9 @@ class LogsPane(Vertical):
         self.flushed = 0          # lines moved from the readers into the store (the benchmark's figure)
         self.message = ""
         self._status_text = ""
+        self._status_at = 0.0
+        self._render_at = 0.0
+        self._pend_added = self._pend_shift = self._pend_longest = 0
         self._generation = 0
         self._error_at = 0
         self._max_text = 0
@@ -143,7 +149,7 @@ class LogsPane(Vertical):
         yield LogView(signatures=self.signatures, id="logs-view")
         yield Input(placeholder="regex — !regex keeps the lines that do not match; Enter applies, Esc closes",
                     id="logs-filter")
-        yield Static(id="logs-status", markup=False)
+        yield StatusLine(id="logs-status")
 
     @property
     def view(self) -> LogView:
@@ -180,8 +186,9 @@ class LogsPane(Vertical):
     def note(self, event: FollowEvent) -> None:
         self.states[event.rank] = event
 
-    def flush(self) -> None:
-        """Move what the readers queued into the store and the view (the 50 ms timer)."""
+    def flush(self, *, now: bool = False) -> None:
+        """Move what the readers queued into the store and the view (the 50 ms timer); `now`: render
+        at once rather than at the next RENDER_EVERY tick."""
         batches: dict[int, list[LogLine]] = {}
         for rank, queue in self._incoming.items():
             if not queue:
@@ -195,7 +202,8 @@ class LogsPane(Vertical):
             batches[rank] = batch
         if batches:
             self._apply(batches)
-        self._show_status()
+        self._render_view(force=now)
+        self._show_status(throttle=not now)
 
     def _apply(self, batches: dict[int, list[LogLine]]) -> None:
         view = self.view
@@ -215,14 +223,30 @@ class LogsPane(Vertical):
             new = result.lines if rank is None else batches.get(rank, [])
             fed = self.filtered.feed(new)
             trimmed = self.filtered.trim(self._holds)
-            view.lines_added(fed, anchor_shift=-trimmed, max_text=longest)
+            self._notify_view(fed, -trimmed, longest)
         elif rank is None:
-            view.lines_added(result.added, anchor_shift=result.anchor_shift, max_text=longest)
+            self._notify_view(result.added, result.anchor_shift, longest)
         else:
             new = len(batches.get(rank, []))
             if new:
                 shift = -(self.store.rank(rank).dropped - dropped_before)
-                view.lines_added(new, anchor_shift=shift, max_text=longest)
+                self._notify_view(new, shift, longest)
+
+    def _notify_view(self, added: int, shift: int, longest: int) -> None:
+        """Tell the view what arrived, at most every RENDER_EVERY s (a frame costs the same for 1 or
+        10 000 new lines; the store itself is updated on every flush)."""
+        self._pend_added += added
+        self._pend_shift += shift
+        self._pend_longest = max(self._pend_longest, longest)
+
+    def _render_view(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not (self._pend_added or self._pend_shift) or (not force and now - self._render_at < RENDER_EVERY):
+            return
+        self._render_at = now
+        added, shift, longest = self._pend_added, self._pend_shift, self._pend_longest
+        self._pend_added = self._pend_shift = self._pend_longest = 0
+        self.view.lines_added(added, anchor_shift=shift, max_text=longest)
 
     def _holds(self, line: LogLine) -> bool:
         return self.store.rank(line.rank).holds(line)
@@ -234,6 +258,7 @@ class LogsPane(Vertical):
 
     def _show_view(self) -> None:
         view = self.view
+        self._pend_added = self._pend_shift = 0
         if self.filter is None:
             self.filtered = None
             view.highlight = None
@@ -246,6 +271,7 @@ class LogsPane(Vertical):
 
     def _rebuild_filter(self) -> None:
         assert self.filter is not None
+        self._pend_added = self._pend_shift = 0
         self.filtered = FilteredView(self.filter, self.context)
         self.filtered.rebuild(self._source_lines())
         self.view.highlight = self.filter
@@ -443,11 +469,32 @@ class LogsPane(Vertical):
             out.append("   ")
         return out
 
-    def _show_status(self) -> None:
+    def _show_status(self, *, throttle: bool = False) -> None:
+        now = time.monotonic()
+        if throttle and now - self._status_at < STATUS_EVERY:
+            return
+        self._status_at = now
         text = self.status_text()
         if text.plain != self._status_text:
             self._status_text = text.plain
-            self.query_one("#logs-status", Static).update(text)
+            self.query_one(StatusLine).show(text)
+
+
+class StatusLine(Widget):
+    """Plain text that repaints without a layout (a Static's update lays out the whole screen)."""
+
+    DEFAULT_CSS = "StatusLine { height: 2; }"
+
+    def __init__(self, **kwargs: object):
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._text = Text()
+
+    def show(self, text: Text) -> None:
+        self._text = text
+        self.refresh()
+
+    def render(self) -> Text:
+        return self._text
 
 
 def _locate(lines: deque[LogLine | None], line: LogLine, hint: int) -> int | None:

@@ -68,6 +68,7 @@ class LogView(ScrollView, can_focus=True):
         self._cache_key: tuple[object, ...] | None = None
         self._rows: list[Strip] = []
         self._version = 0
+        self.frames = 0  # windows rendered (a frame of this widget), for the benchmark
 
     # ---- content -----------------------------------------------------------------------------------
 
@@ -103,8 +104,14 @@ class LogView(ScrollView, can_focus=True):
         return (4 if self.show_rank else 0) + (16 if self.show_timestamps else 0)
 
     def _update_virtual_size(self) -> None:
+        """New content size without a layout of the whole screen (Textual's reactive would do one per
+        batch); only a scrollbar appearing or going triggers a layout."""
         width = self.scrollable_content_region.width if self.wrap else self._prefix_width() + self._max_text
-        self.virtual_size = Size(max(width, 1), len(self.source) + (1 if self.wrap else 0))
+        size = Size(max(width, 1), len(self.source) + (1 if self.wrap else 0))
+        if size == self.virtual_size:
+            return
+        self.set_reactive(LogView.virtual_size, size)
+        self._scroll_update(size)
 
     def set_options(self, *, timestamps: bool | None = None, wrap: bool | None = None,
                     rank: bool | None = None) -> None:
@@ -179,6 +186,7 @@ class LogView(ScrollView, can_focus=True):
         return self._rows[y] if y < len(self._rows) else Strip.blank(width)
 
     def _render_rows(self, width: int, height: int) -> list[Strip]:
+        self.frames += 1
         n = len(self.source)
         if n == 0 or width <= 0:
             return []
