@@ -69,7 +69,9 @@ def _effort(value: Any) -> int:
     )
 
 
-def _messages(raw: Any) -> tuple[list[dict[str, Any]], list[str], list[tuple[int, int]]]:
+def _messages(
+    raw: Any, max_images: int = MAX_IMAGES
+) -> tuple[list[dict[str, Any]], list[str], list[tuple[int, int]]]:
     if not isinstance(raw, list) or not raw:
         raise ApiError("messages: field required and must be a non-empty list", param="messages")
     out, texts, sizes = [], [], []
@@ -96,8 +98,8 @@ def _messages(raw: Any) -> tuple[list[dict[str, Any]], list[str], list[tuple[int
                     text_parts.append(str(part.get("text", "")))
                 elif kind == "image_url":
                     n_images += 1
-                    if n_images > MAX_IMAGES:
-                        raise ApiError(f"At most {MAX_IMAGES} image(s) may be provided in one prompt.")
+                    if n_images > max_images:
+                        raise ApiError(f"At most {max_images} image(s) may be provided in one prompt.")
                     url = part.get("image_url", {})
                     url = url.get("url", "") if isinstance(url, dict) else str(url)
                     try:
@@ -117,14 +119,14 @@ def _messages(raw: Any) -> tuple[list[dict[str, Any]], list[str], list[tuple[int
     return out, texts, sizes
 
 
-def parse(body: Any, served: str, max_model_len: int) -> ParsedRequest:
+def parse(body: Any, served: str, max_model_len: int, max_images: int = MAX_IMAGES) -> ParsedRequest:
     """Validate a chat completion body; raises ApiError with vLLM-style messages."""
     if not isinstance(body, dict):
         raise ApiError("Request body must be a JSON object")
     model = body.get("model", served)
     if model != served:
         raise ApiError(f"The model `{model}` does not exist.", 404, "NotFoundError", "model")
-    msgs, texts, sizes = _messages(body.get("messages"))
+    msgs, texts, sizes = _messages(body.get("messages"), max_images)
     tools = body.get("tools") or []
     if not isinstance(tools, list) or any(not isinstance(t, dict) or "function" not in t for t in tools):
         raise ApiError("tools must be a list of {type: function, function: {...}} objects", param="tools")
@@ -221,8 +223,11 @@ def deltas(toks: list[Token]) -> list[dict[str, Any]]:
 class ChatAPI:
     """Routes and state of the HTTP API; `core` does the scheduling."""
 
-    def __init__(self, core: EngineCore, model_path: str, schedule_info: dict[str, Any]) -> None:
+    def __init__(
+        self, core: EngineCore, model_path: str, schedule_info: dict[str, Any], max_images: int = MAX_IMAGES
+    ) -> None:
         self.core = core
+        self.max_images = max_images
         self.model_path = model_path
         self.schedule_info = schedule_info
         self.created = int(time.time())
@@ -302,7 +307,7 @@ class ChatAPI:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return ApiError(f"JSON decode error: {exc}").response()
         try:
-            pr = parse(body, self.core.model, self.core.max_model_len)
+            pr = parse(body, self.core.model, self.core.max_model_len, self.max_images)
         except ApiError as exc:
             return exc.response()
         plan = textgen.plan(pr.chat)

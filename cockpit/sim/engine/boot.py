@@ -14,6 +14,7 @@ import random
 import signal
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from cockpit import constants
@@ -186,7 +187,11 @@ class Boot:
         await self.pause(self.nominal("start") / 2)
         self.info("model.py:656", "Resolved architecture: DeepseekV4ForCausalLM", proc)
         self.info("model.py:1745", f"Using max model len {a.max_model_len}", proc)
-        self.info("scheduler.py:225", "Chunked prefill is enabled with max_num_batched_tokens=4096.", proc)
+        self.info(
+            "scheduler.py:225",
+            f"Chunked prefill is enabled with max_num_batched_tokens={a.max_num_batched_tokens}.",
+            proc,
+        )
         if a.spec_k:
             self.info(
                 "speculative.py:214",
@@ -403,6 +408,7 @@ class Boot:
             max_model_len=a.max_model_len,
             max_num_seqs=a.max_num_seqs,
             kv_tokens=kv_tokens(a.gpu_memory_utilization),
+            max_images=a.max_images,
         )
 
     async def serve(self) -> int:
@@ -419,7 +425,12 @@ class Boot:
         )
         on_tick = self.head.tick if self.head is not None else None
         self.serving = Serving(
-            schedule_from_env(), self._engine_config(), self.log, self.host, self.fault, on_tick
+            replace(schedule_from_env(), max_batched_tokens=a.max_num_batched_tokens),
+            self._engine_config(),
+            self.log,
+            self.host,
+            self.fault,
+            on_tick,
         )
         self.serving.start_background()
         await self.pause(NOMINAL["api"])

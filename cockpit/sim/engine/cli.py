@@ -41,10 +41,20 @@ class ServeArgs:
     max_num_seqs: int = constants.SEQS
     gpu_memory_utilization: float = 0.9
     spec_k: int = 0
+    max_num_batched_tokens: int = 4096
+    max_images: int = 4
     non_default: dict[str, Any] = field(default_factory=dict)
 
 
 def _coerce(value: str) -> Any:
+    """A flag value as vLLM's parser would type it: int, float, JSON object/list, else the string."""
+    if value[:1] in "{[":
+        import json
+
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
     for kind in (int, float):
         try:
             return kind(value)
@@ -68,10 +78,11 @@ def parse_serve(argv: list[str]) -> ServeArgs:
     p.add_argument("--headless", action="store_true")
     p.add_argument("--host", default="0.0.0.0")
     p.add_argument("--port", type=int, default=constants.API_PORT)
-    p.add_argument("--max-model-len", type=int, default=constants.MAXLEN)
+    p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--max-num-seqs", type=int, default=256)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--speculative-config")
+    p.add_argument("--max-num-batched-tokens", type=int)
     ns, rest = p.parse_known_args(argv)
     spec_k = 0
     if ns.speculative_config:
@@ -121,7 +132,11 @@ def parse_serve(argv: list[str]) -> ServeArgs:
         nd["served_model_name"] = ns.served_model_name
     if ns.speculative_config:
         nd["speculative_config"] = json.loads(ns.speculative_config) if spec_k else ns.speculative_config
+    if ns.max_num_batched_tokens is not None:
+        nd["max_num_batched_tokens"] = ns.max_num_batched_tokens
     nd.update(extra)
+    mm = extra.get("limit_mm_per_prompt")
+    max_images = int(mm.get("image", 4)) if isinstance(mm, dict) else 4
     return ServeArgs(
         model_path=ns.model_tag,
         served_model_name=(ns.served_model_name or [ns.model_tag])[0],
@@ -133,10 +148,12 @@ def parse_serve(argv: list[str]) -> ServeArgs:
         headless=ns.headless,
         host=ns.host,
         port=ns.port,
-        max_model_len=ns.max_model_len,
+        max_model_len=ns.max_model_len or constants.MAXLEN,
         max_num_seqs=ns.max_num_seqs,
         gpu_memory_utilization=ns.gpu_memory_utilization,
         spec_k=spec_k,
+        max_num_batched_tokens=ns.max_num_batched_tokens or 4096,
+        max_images=max_images,
         non_default=nd,
     )
 

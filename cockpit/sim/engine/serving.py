@@ -26,6 +26,7 @@ class EngineConfig:
     max_model_len: int
     max_num_seqs: int
     kv_tokens: int
+    max_images: int = 4
 
 
 class Serving:
@@ -54,7 +55,7 @@ class Serving:
             cfg.kv_tokens,
             hang=lambda: fault("hang"),
         )
-        self.api = ChatAPI(self.core, cfg.model_path, schedule.info())
+        self.api = ChatAPI(self.core, cfg.model_path, schedule.info(), cfg.max_images)
         self.runner: web.AppRunner | None = None
         self.tasks: list[asyncio.Task[None]] = []
 
