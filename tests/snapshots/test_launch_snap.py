@@ -1,0 +1,104 @@
+"""Snapshots of the launch pane: mid-launch, all ranks ready, one rank failed with its cause.
+
+The pane's model is fed exactly what the launcher feeds it (log lines, container states, a readiness
+probe) at fixed times, and the events that produces are applied to the pane, so snapshots are stable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cockpit.api.readiness import ApiReadiness
+from cockpit.recipe import containers as dk
+from cockpit.recipe import launch as L
+from cockpit.tui.app import CockpitApp
+from cockpit.tui.panes.launch import LaunchPane
+
+SIZE = (130, 44)
+T0 = 1_746_093_600.0  # fixed epoch seconds
+LOGS = Path(__file__).parents[1] / "recipe" / "logs"
+HEAD = (LOGS / "head_boot.log").read_text().splitlines()
+WORKER = (LOGS / "worker_boot.log").read_text().splitlines()
+NCCL = (LOGS / "nccl_timeout.log").read_text().splitlines()
+
+
+def dry_runs(cfg) -> dict[int, L.DryRun]:  # type: ignore[no-untyped-def]
+    out = {}
+    for r in L.launch_order(cfg.ranks):
+        head = "" if r == 0 else " --headless"
+        out[r] = L.DryRun(r, L.dry_run_command(cfg, r).line, L.launch_command(cfg, r).line, True,
+                          "docker run -d --name ds41_r37 --network host --ipc host "
+                          "local/ds41-r37-spark:runtime vllm serve /srv/models/DeepSeek-V4.1-Flash-dealignai "
+                          f"--node-rank {r}{head}")
+    return out
+
+
+def feed(pane: LaunchPane, events: list[L.LaunchEvent]) -> None:
+    for ev in pane.timeline.settle(events):
+        pane.apply(ev)
+
+
+def boot(pane: LaunchPane, rank: int, lines: list[str], start: float, step: float) -> None:
+    tl = pane.timeline[rank]
+    feed(pane, tl.launched(start, "c" * 64))
+    for i, line in enumerate(lines):
+        feed(pane, tl.feed_line(line, start + 1 + i * step))
+
+
+def app_with(fixed_config, setup) -> tuple[CockpitApp, object]:  # type: ignore[no-untyped-def]
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.pause()
+        await pilot.pause()  # let every pane finish mounting (one focuses its view after a refresh)
+        app.set_focus(None)
+        app.action_show_pane("launch")
+        await pilot.pause()
+        pane = app.query_one(LaunchPane)
+        pane.clock = lambda: T0 + 120
+        pane.show_dry_run(dry_runs(fixed_config), [])
+        setup(pane)
+        pane.refresh_view()
+        await pilot.pause()
+
+    return app, before
+
+
+def test_mid_launch(snap_compare, fixed_config) -> None:
+    def setup(pane: LaunchPane) -> None:
+        boot(pane, 3, WORKER, T0, 4.0)
+        boot(pane, 2, WORKER[:9], T0 + 2, 6.0)
+        boot(pane, 1, WORKER[:5], T0 + 4, 9.0)
+        boot(pane, 0, HEAD[:14], T0 + 6, 5.0)
+
+    app, before = app_with(fixed_config, setup)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_all_ready(snap_compare, fixed_config) -> None:
+    def setup(pane: LaunchPane) -> None:
+        for r in (3, 2, 1):
+            boot(pane, r, WORKER, T0 + 2 * (3 - r), 3.0)
+        boot(pane, 0, HEAD, T0 + 8, 3.0)
+        ready = ApiReadiness(True, "ready", "ready: /health 200, /v1/models lists deepseek-v4.1-flash")
+        feed(pane, pane.timeline.mark_api(ready, T0 + 110))
+
+    app, before = app_with(fixed_config, setup)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_one_rank_failed_with_cause(snap_compare, fixed_config) -> None:
+    def setup(pane: LaunchPane) -> None:
+        boot(pane, 3, WORKER[:4], T0, 5.0)
+        boot(pane, 2, WORKER[:4], T0 + 2, 5.0)
+        boot(pane, 1, NCCL, T0 + 4, 2.0)
+        (state,) = dk.parse_inspect(
+            '[{"Id": "' + "c" * 64 + '", "Name": "/ds41_r37", '
+            '"State": {"Status": "exited", "Running": false, "ExitCode": 1, "OOMKilled": false, '
+            '"StartedAt": "2025-05-01T10:00:05Z", '
+            '"FinishedAt": "2025-05-01T10:00:25Z"}}]')
+        feed(pane, pane.timeline[1].feed_container(state, T0 + 25))
+        boot(pane, 0, HEAD[:8], T0 + 6, 3.0)
+
+    app, before = app_with(fixed_config, setup)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
