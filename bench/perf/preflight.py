@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cockpit.config import ClusterConfig, load_config
@@ -77,13 +79,17 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    stop = None
+    stop: Callable[[], None] | None = None
     if args.dir is None:
         from cockpit.sim import cluster
         from cockpit.sim.lab import lab_up
         tmp = Path(tempfile.mkdtemp(prefix="r37-bench-lab-"))
         lab_up(tmp)
-        args.dir, stop = tmp, (lambda: cluster.down(tmp))
+        def stop() -> None:
+            cluster.down(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+        args.dir = tmp
     try:
         out = measure(args.dir.resolve(), args.runs)
     finally:
