@@ -1,0 +1,217 @@
+"""Chat against the demo cluster: the API through the SSH tunnel to rank 0, as the cockpit reaches it.
+
+The engine is a simulated, already-booted one started on rank 0 over SSH (bound to rank 0's own
+address, which the demo host forwards 127.0.0.1:<api_port> to) and stopped by closing that SSH stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import struct
+import sys
+import time
+import zlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cockpit.api import ChatSession, ChatSettings, ContentDelta, Finished, ReasoningDelta
+from cockpit.api.endpoint import ApiEndpoint
+from cockpit.api.smoke import WEATHER_TOOL
+from cockpit.hosts import Fleet, HostState
+from cockpit.tui.app import CockpitApp
+from cockpit.tui.panes.chat import ChatPane
+from cockpit.tui.widgets.chat_turns import AssistantTurn, SmokeTurn
+
+ABORT = 'finished_reason="abort"'
+
+
+@dataclass
+class Rank0Engine:
+    fleet: Fleet
+    endpoint: ApiEndpoint
+    task: asyncio.Task[None] | None = None
+
+    async def start(self, cluster) -> None:  # type: ignore[no-untyped-def]
+        cfg = cluster.config
+        argv = [sys.executable, "-m", "cockpit.sim.engine", "serve-ready",
+                "--port", str(cfg.cluster.api_port), "--bind", cfg.host(0).fabric_ip, "--speed", "5"]
+
+        async def run() -> None:
+            async for _ in self.fleet[0].stream(argv):
+                pass
+
+        self.task = asyncio.create_task(run())
+        status = await self.endpoint.wait_ready(30)
+        assert status.ok, status
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()  # closes the SSH stream: the remote engine gets TERM
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+            self.task = None
+
+
+async def _metrics(endpoint: ApiEndpoint, name: str, label: str = "") -> float:
+    """Sum of a metric's samples (those carrying `label`, e.g. 'finished_reason="abort"')."""
+    text = await (await endpoint.client()).metrics_text()
+    pattern = rf"^{re.escape(name)}(\{{[^}}]*\}})? (\S+)$"
+    return sum(float(m.group(2)) for m in re.finditer(pattern, text, re.M) if label in (m.group(1) or ""))
+
+
+@pytest.fixture
+async def rank0(demo_cluster) -> AsyncIterator[Rank0Engine]:  # type: ignore[no-untyped-def]
+    async with Fleet(demo_cluster.config) as fleet:
+        assert await fleet[0].wait_connected(20)
+        async with ApiEndpoint(fleet, demo_cluster.config.cluster.api_port) as endpoint:
+            engine = Rank0Engine(fleet, endpoint)
+            await engine.start(demo_cluster)
+            try:
+                yield engine
+            finally:
+                await engine.stop()
+
+
+def _png(path: Path) -> Path:
+    raw = b"".join(b"\x00" + bytes((20, 40, 220)) * 16 for _ in range(16))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", 16, 16, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw))
+                     + chunk(b"IEND", b""))
+    return path
+
+
+async def _answer(endpoint: ApiEndpoint, session: ChatSession, **overrides: object) -> list[object]:
+    client = await endpoint.client()
+    async with client.chat_stream(session.request(**overrides)) as stream:
+        return [ev async for ev in stream]
+
+
+async def test_streamed_answers_thinking_images_and_tools(rank0: Rank0Engine, tmp_path: Path) -> None:
+    assert rank0.endpoint.via == "tunnel"
+    url = await rank0.endpoint.url()
+    assert url.startswith("http://127.0.0.1:")  # the forward binds loopback only
+
+    on = ChatSession()
+    on.add_user("Why is the sky blue?")
+    events = await _answer(rank0.endpoint, on, max_tokens=300)
+    fin = events[-1]
+    assert isinstance(fin, Finished), fin
+    assert any(isinstance(e, ReasoningDelta) for e in events)
+    assert any(isinstance(e, ContentDelta) for e in events)
+    assert fin.stats.ttft_s is not None and fin.stats.decode_tps is not None
+
+    off = ChatSession(ChatSettings(thinking=False))
+    off.attach_image(_png(tmp_path / "blue.png"))
+    off.add_user("What is in this image?")
+    events = await _answer(rank0.endpoint, off, max_tokens=200)
+    fin = events[-1]
+    assert isinstance(fin, Finished), fin
+    assert not any(isinstance(e, ReasoningDelta) for e in events) and fin.result.content.strip()
+
+    tools = ChatSession(ChatSettings(thinking=False), tools=[WEATHER_TOOL])
+    tools.add_user("What is the weather in Paris right now?")
+    fin = (await _answer(rank0.endpoint, tools))[-1]
+    assert isinstance(fin, Finished) and fin.finish_reason == "tool_calls"
+    tools.add_result(fin.result)
+    (call,) = tools.pending_tool_calls()
+    assert call.name == "get_weather" and call.arguments()["city"].lower() == "paris"
+    tools.add_tool_result(call.id, {"city": "Paris", "temperature_c": 18, "sky": "overcast"})
+    fin = (await _answer(rank0.endpoint, tools))[-1]
+    assert isinstance(fin, Finished) and fin.finish_reason == "stop"
+    assert "18" in fin.result.content
+
+
+async def test_cancel_mid_stream_aborts_server_side(rank0: Rank0Engine) -> None:
+    session = ChatSession(ChatSettings(thinking=False))
+    session.add_user("Write a very long essay about the ocean.")
+    aborted_before = await _metrics(rank0.endpoint, "vllm:request_success_total", ABORT)
+    client = await rank0.endpoint.client()
+    async with client.chat_stream(session.request(max_tokens=5000)) as stream:
+        async for event in stream:
+            if isinstance(event, ContentDelta):
+                break  # leaving the block closes the response
+    for _ in range(50):
+        running = await _metrics(rank0.endpoint, "vllm:num_requests_running")
+        aborted = await _metrics(rank0.endpoint, "vllm:request_success_total", ABORT)
+        if running == 0 and aborted > aborted_before:
+            break
+        await asyncio.sleep(0.1)
+    assert running == 0 and aborted == aborted_before + 1
+
+
+async def test_api_down_is_a_clear_state(demo_cluster) -> None:  # type: ignore[no-untyped-def]
+    async with Fleet(demo_cluster.config) as fleet:
+        assert await fleet[0].wait_connected(20)
+        async with ApiEndpoint(fleet, demo_cluster.config.cluster.api_port) as endpoint:
+            status = await endpoint.check()
+    assert status.state in ("not_ready", "unreachable") and not status.ok
+    assert "not ready" in status.message and "rank 0" in status.remedy
+
+
+async def test_tunnel_comes_back_on_the_same_port_after_reconnect(rank0: Rank0Engine, demo_cluster) -> None:
+    url = await rank0.endpoint.url()
+    demo_cluster.fault(0, "host-down")
+    try:
+        for _ in range(150):
+            if rank0.fleet[0].status.state is HostState.LOST:
+                break
+            await asyncio.sleep(0.1)
+        status = await rank0.endpoint.check()
+        assert status.state == "tunnel_down" and "rank 0" in status.message and status.remedy
+    finally:
+        demo_cluster.fault(0, "host-down", on=False)
+    assert await rank0.fleet[0].wait_connected(30)
+    # The engine ran in rank 0's old SSH session; a restarted one answers on the re-established forward.
+    await rank0.stop()
+    await rank0.start(demo_cluster)
+    assert await rank0.endpoint.url() == url
+    assert (await rank0.endpoint.check()).ok
+
+
+async def _until(pilot, pred, timeout: float) -> None:  # type: ignore[no-untyped-def]
+    t0 = time.monotonic()
+    while not pred():
+        await pilot.pause(0.1)
+        assert time.monotonic() - t0 < timeout, "timed out"
+
+
+async def test_pane_streams_stops_and_runs_the_smoke_test(rank0: Rank0Engine, demo_cluster) -> None:
+    app = CockpitApp(demo_cluster.config, demo_cluster.config_path)
+    async with app.run_test(size=(130, 35)) as pilot:
+        await pilot.pause()
+        app.action_show_pane("chat")
+        pane = app.query_one(ChatPane)
+        await _until(pilot, lambda: pane.api_status.ok, 30)
+        pane.query_one("#chat-input").focus()
+        await pilot.pause()
+
+        await pilot.press("ctrl+t")  # thinking off: the answer starts at once
+        assert not pane.session.settings.thinking
+        pane.send("Write a very long essay about the ocean.")
+        await _until(pilot, lambda: pane._turn is not None and pane._turn.content_text, 20)
+        await pilot.press("escape")
+        await _until(pilot, lambda: not pane._streaming, 10)
+        stopped = list(app.query(AssistantTurn))[-1]
+        assert stopped.finish == "stopped" and stopped.content_text
+
+        pane.send("Write two sentences about the ocean.")
+        await _until(pilot, lambda: not pane._streaming and len(app.query(AssistantTurn)) == 2, 30)
+        done = list(app.query(AssistantTurn))[-1]
+        assert done.finish in ("stop", "length") and not done.reasoning_text
+        assert done.stats is not None and done.stats.ttft_s is not None
+        assert pane.session.last_answer() == done.content_text
+
+        await pilot.press("ctrl+g")
+        await _until(pilot, lambda: bool(app.query(SmokeTurn)) and app.query_one(SmokeTurn).done, 60)
+        smoke = app.query_one(SmokeTurn)
+        assert [s.name for s in smoke.steps] == ["health", "models", "card request", "counting", "tool call"]
+        assert all(s.ok for s in smoke.steps)
