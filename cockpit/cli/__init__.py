@@ -44,7 +44,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _commands():
         module.register(sub)
+    for child in _subparsers(parser):
+        child.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
+                           help="cluster.toml (also accepted before the command)")
     return parser
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below this one, so `--config` works after any command as well as before it."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                if not any("--config" in a.option_strings for a in child._actions):
+                    found.append(child)
+                found += _subparsers(child)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"r37-cockpit: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

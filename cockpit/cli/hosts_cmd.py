@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from cockpit.cli.common import add_json, load, print_json, run_async, table
 from cockpit.config import ClusterConfig
@@ -33,7 +33,15 @@ async def probe(config: ClusterConfig, timeout: float) -> list[HostStatus]:
             if all(s.state in SETTLED for s in fleet.statuses):
                 break
             await asyncio.sleep(0.05)
-        return fleet.statuses
+        return [_settle(s, timeout) for s in fleet.statuses]
+
+
+def _settle(s: HostStatus, waited: float) -> HostStatus:
+    """A host still connecting when the time is up did not answer: say so, with what to check."""
+    if s.state is not HostState.CONNECTING:
+        return s
+    return replace(s, state=HostState.UNREACHABLE, error=f"no answer within {waited:g} s",
+                   remedy="check that the host is up and reachable; raise --timeout for slow links")
 
 
 def status_dict(s: HostStatus) -> dict[str, object]:

@@ -35,12 +35,13 @@ PANE_REGISTRY: list[tuple[str, str, str]] = [
 
 
 def available_panes() -> list[tuple[str, str, type[Widget]]]:
+    """(id, "N Title", class) of every pane present; N is its fixed place in the registry."""
     panes = []
-    for pid, title, ref in PANE_REGISTRY:
+    for number, (pid, title, ref) in enumerate(PANE_REGISTRY, start=1):
         module_name, cls_name = ref.split(":")
         if importlib.util.find_spec(module_name) is None:
             continue
-        panes.append((pid, title, getattr(importlib.import_module(module_name), cls_name)))
+        panes.append((pid, f"{number} {title}", getattr(importlib.import_module(module_name), cls_name)))
     return panes
 
 
@@ -55,8 +56,8 @@ class CockpitApp(App[None]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "keys", "Keys", id="app.keys", key_display="?"),
-        *[Binding(str(i + 1), f"show_pane('{pid}')", title, id=f"pane.{pid}", show=False)
-          for i, (pid, title, _) in enumerate(PANES)],
+        *[Binding(label.split()[0], f"show_pane('{pid}')", label.split(maxsplit=1)[1], id=f"pane.{pid}",
+                  show=False) for pid, label, _ in PANES],
     ]
 
     def __init__(self, config: ClusterConfig, config_path: Path | None = None, *, connect: bool = True,
@@ -71,8 +72,8 @@ class CockpitApp(App[None]):
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="cluster-header")
         with TabbedContent(id="panes"):
-            for i, (pid, title, cls) in enumerate(PANES):
-                with TabPane(f"{i + 1} {title}", id=pid):
+            for pid, label, cls in PANES:
+                with TabPane(label, id=pid):
                     yield cls(self.ctx, id=f"{pid}-pane")
         yield Footer()
 
@@ -105,6 +106,17 @@ class CockpitApp(App[None]):
 
     def action_show_pane(self, pane_id: str) -> None:
         self.query_one(TabbedContent).active = pane_id
+        self.call_after_refresh(self._focus_pane, pane_id)
+
+    def _focus_pane(self, pane_id: str) -> None:
+        """Keys go to the pane just shown: unless the pane focused something itself, its first focusable."""
+        pane = self.query_one(f"#{pane_id}", TabPane)
+        if self.focused is not None and pane in self.focused.ancestors:
+            return
+        for widget in pane.query("*"):
+            if widget.focusable:
+                widget.focus()
+                return
 
     def action_keys(self) -> None:
         rows = []
@@ -116,6 +128,7 @@ class CockpitApp(App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for i, (pid, title, _) in enumerate(PANES):
-            yield SystemCommand(f"Pane: {title}", f"Show the {title} pane (key {i + 1})",
+        for pid, label, _ in PANES:
+            number, title = label.split(maxsplit=1)
+            yield SystemCommand(f"Pane: {title}", f"Show the {title} pane (key {number})",
                                 lambda pid=pid: self.action_show_pane(pid))
