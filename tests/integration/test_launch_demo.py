@@ -231,3 +231,50 @@ async def test_stop_touches_only_what_the_cockpit_started(fresh_demo_cluster) ->
         report = await L.cluster_status(fleet, cfg, ledger)
         assert report.ranks[3].owner == "by hand" and report.ranks[3].container is not None
         assert not any("docker stop" in rec.command for rec in fleet.command_log)
+
+
+async def test_tui_refuses_without_preflight_then_launches_after_override(fresh_demo_cluster) -> None:
+    import asyncio
+    import time
+
+    from cockpit.tui.app import CockpitApp
+    from cockpit.tui.confirm import ConfirmCommands
+    from cockpit.tui.panes.launch import LaunchPane
+
+    cfg = fresh_demo_cluster.config
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        await prepare_hosts(fleet, cfg)
+    app = CockpitApp(cfg, fresh_demo_cluster.config_path)
+    published: list[object] = []
+    app.ctx.watch("api", published.append)
+
+    async def until(pilot, pred, timeout: float) -> None:  # type: ignore[no-untyped-def]
+        t0 = time.monotonic()
+        while not pred():
+            await pilot.pause(0.2)
+            assert time.monotonic() - t0 < timeout, "timed out"
+
+    async with app.run_test(size=(130, 44)) as pilot:
+        await until(pilot, lambda: all(s.connected for s in app.fleet.statuses), 20)
+        app.set_focus(None)
+        app.action_show_pane("launch")
+        await pilot.pause(0.3)
+        pane = app.query_one(LaunchPane)
+        assert app.focused is pane
+        await pilot.press("d")
+        await until(pilot, lambda: len(pane.dry) == 4, 30)
+        assert all(d.ok for d in pane.dry.values()) and not pane.blockers
+        await pilot.press("l")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmCommands), 5)
+        screen = app.screen
+        assert isinstance(screen, ConfirmCommands) and screen.override_label is not None
+        assert [line for _, line in screen.commands] == [L.launch_command(cfg, r).line for r in (3, 2, 1, 0)]
+        await pilot.press("enter")          # refused: the override is not ticked (no preflight has run)
+        await pilot.pause()
+        assert app.screen is screen
+        await pilot.press("o", "enter")
+        await until(pilot, lambda: pane.timeline.verdict.state == "ready", 120)
+        assert any(getattr(r, "ready", False) for r in published)
+        assert all(pane.timeline[r].ready for r in range(4))
+        await asyncio.sleep(0)

@@ -75,7 +75,7 @@ def preflight_problems(value: Any) -> list[str]:
     return []
 
 
-class LaunchPane(Vertical):
+class LaunchPane(Vertical, can_focus=True):
     """Dry-run commands, the timeline, the cluster verdict and the first failure's cause and context."""
 
     BINDINGS = [
@@ -116,6 +116,12 @@ class LaunchPane(Vertical):
         self.query_one("#launch-context", Log).display = False
         self.refresh_view()
         self.set_interval(1.0, self._tick)
+
+    def on_show(self) -> None:
+        """Shown as the active pane: take the focus so its keys work."""
+        focused = self.app.focused
+        if focused is None or self not in focused.ancestors_with_self:
+            self.focus()
 
     def _tick(self) -> None:
         if any(t.spans and not (t.ready or t.failed) for t in self.timeline.ranks.values()):
