@@ -140,6 +140,10 @@ def run(root: str, cid: str, attach: bool) -> int:
         os.killpg(child.pid, signal.SIGKILL)
     for t in pumps:
         t.join(timeout=5)
+    # A killed engine cannot tidy up: the memory and GPU it held are free again once its container is gone.
+    for name in ("mem.json", "gpu.json"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(layout.run_dir(Path(root)), name))
     code = 128 - rc if rc < 0 else rc
     oom = os.path.exists(os.path.join(cdir, "oom_killed"))
     st.update(

@@ -1,7 +1,8 @@
 """`df` stand-in for demo hosts: paths under `srv_dir` are one filesystem of `disk_bytes` whose usage is
 what is really allocated under srv_dir (st_blocks, so sparse files count as allocated); other paths,
-or `disk_bytes == 0`, are the real /usr/bin/df. Fault `low-disk`: only 30 GB (or {"avail_bytes": N})
-are available. Supported: `-P`, `-B1`/`--block-size=1`, `-h`, `-k`, `-T` is passed to the real df.
+or `disk_bytes == 0`, are the real /usr/bin/df. Fault `low-disk`: only 30 GB, or 1/256 of a smaller
+simulated disk, are available (or {"avail_bytes": N}). Supported: `-P`, `-B1`/`--block-size=1`, `-h`,
+`-k`, `--`; anything else (e.g. `-T`) goes to the real df.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def usage(spec: dict) -> tuple[int, int, int]:
     used = min(size, allocated(spec["srv_dir"]))
     avail = size - used
     if _host.fault("low-disk"):
-        avail = min(avail, int(_host.fault_params("low-disk").get("avail_bytes", LOW_DISK_AVAIL)))
+        default = min(LOW_DISK_AVAIL, size // 256)
+        avail = min(avail, int(_host.fault_params("low-disk").get("avail_bytes", default)))
         used = size - avail
     return size, used, avail
 
@@ -57,8 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     spec = _host.spec()
     srv = os.path.realpath(spec.get("srv_dir") or "/srv")
-    opts = [a for a in args if a.startswith("-")]
-    paths = [a for a in args if not a.startswith("-")]
+    if "--" in args:  # end of options, as coreutils takes it
+        cut = args.index("--")
+        opts = [a for a in args[:cut] if a.startswith("-")]
+        paths = [a for a in args[:cut] if not a.startswith("-")] + args[cut + 1:]
+    else:
+        opts = [a for a in args if a.startswith("-")]
+        paths = [a for a in args if not a.startswith("-")]
     known = {"-P", "--portability", "-B1", "--block-size=1", "-h", "--human-readable", "-k", "-Ph", "-hP"}
     sim = [p for p in paths if os.path.realpath(p) == srv or os.path.realpath(p).startswith(srv + os.sep)]
     if not int(spec.get("disk_bytes") or 0) or not sim or any(o not in known for o in opts):
