@@ -100,9 +100,10 @@ async def test_full_launch_all_phases_refused_relaunch_and_head_first_stop(fresh
     assert all(e["output"].startswith("docker run -d --name ds41_r37") for e in runs)
     assert "--headless" in runs[0]["output"] and "--headless" not in runs[3]["output"]
 
-    res = cli(fresh_demo_cluster, "launch", "--yes", "--json", "--override-preflight")
+    res = cli(fresh_demo_cluster, "launch", "--yes", "--json")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
     events = [json.loads(line) for line in res.stdout.splitlines()]
+    assert any(e["event"] == "PreflightPass" and e["preflight"] == "full preflight" for e in events)
     launched = [e["rank"] for e in events if e["event"] == "RankLaunched"]
     assert launched == [3, 2, 1, 0]
     for rank, expected in ((0, HEAD_PHASES), *((r, WORKER_PHASES) for r in (1, 2, 3))):
