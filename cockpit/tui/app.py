@@ -78,6 +78,9 @@ class CockpitApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._api_label: tuple[str, str] | None = None
+        for key in ("api", "api.endpoint"):
+            self.ctx.watch(key, self._api_changed)
         self._refresh_header()
         if self.connect:
             self.fleet.subscribe(lambda status: self.post_message(HostStatusChanged(status)))
@@ -101,8 +104,22 @@ class CockpitApp(App[None]):
             if not status.connected:
                 pane.update_status(status)  # ages of non-connected states move on
 
+    def _api_changed(self, value: object) -> None:
+        """The launch pane (ApiReadiness) and the chat pane (EndpointStatus) both report the API."""
+        ready = getattr(value, "ready", None)
+        state = getattr(value, "health", None) or getattr(value, "state", None)
+        if ready is True or (ready is None and state == "ready"):
+            self._api_label = ("API ready", "bold green")
+        elif state == "engine_dead":
+            self._api_label = ("API: engine dead", "bold red")
+        else:
+            self._api_label = (f"API {str(state or 'not ready').replace('_', ' ')}", "yellow")
+        self._refresh_header()
+
     def _refresh_header(self) -> None:
-        self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses)
+        extra = [self._api_label] if getattr(self, "_api_label", None) else []
+        self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses,
+                                           extra)  # type: ignore[arg-type]
 
     def action_show_pane(self, pane_id: str) -> None:
         self.query_one(TabbedContent).active = pane_id
