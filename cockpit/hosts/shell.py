@@ -99,3 +99,42 @@ def sections(parts: Sequence[tuple[str, Cmd]], marker: str) -> ShellCommand:
         body.append(f"echo {begin}; {{ {as_command(cmd).line}\n}} </dev/null 2>&1; "
                     f"printf '\\n%s %s\\n' {shlex.quote(f'{marker} end {label}')} \"$?\"")
     return ShellCommand("; ".join(body) if body else "true")
+
+
+def streamed(cmd: Cmd, marker: str) -> ShellCommand:
+    """A long command for `Host.stream`: stdin from /dev/null, stderr merged into stdout, every carriage
+    return turned into a newline (so tqdm-style progress arrives line by line, unbuffered when `stdbuf` is
+    there), and a last line `MARKER exit STATUS` with the command's exit status."""
+    if not _LABEL.match(marker):
+        raise ValueError(f"bad stream marker: {marker!r}")
+    end = shlex.quote(f"{marker} exit")
+    return ShellCommand(
+        f"{{ {{ {as_command(cmd).line}\n}} </dev/null 2>&1; printf '\\n%s %s\\n' {end} \"$?\"; }} | "
+        "{ if command -v stdbuf >/dev/null 2>&1; then stdbuf -oL tr '\\r' '\\n'; else tr '\\r' '\\n'; fi; }"
+    )
+
+
+def write_stdin_atomic(path: str, *, replace_sha256: str | None = None, mode: str = "644") -> ShellCommand:
+    """Write stdin to PATH atomically: a temp file next to it (`PATH.r37tmp.XXXXXX`), then one rename.
+
+    Without `replace_sha256` an existing PATH is never replaced (the temp file is hard-linked into place,
+    which fails if PATH exists). With it, PATH is replaced only while its sha256 is still that digest.
+    Exit 17 when PATH was left alone for either reason; the temp file never stays behind.
+    """
+    if not re.fullmatch(r"[0-7]{3,4}", mode):
+        raise ValueError(f"bad file mode: {mode!r}")
+    if replace_sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}", replace_sha256):
+        raise ValueError(f"bad sha256: {replace_sha256!r}")
+    p = shlex.quote(path)
+    tmp = shlex.quote(f"{path}.r37tmp.XXXXXX")
+    head = (f"t=$(mktemp -- {tmp}) || exit 1; "
+            f"if ! {{ cat >\"$t\" && chmod {mode} -- \"$t\"; }}; then rm -f -- \"$t\"; exit 1; fi; ")
+    if replace_sha256 is None:
+        body = (f"if ln -- \"$t\" {p} 2>/dev/null; then rm -f -- \"$t\"; exit 0; fi; rm -f -- \"$t\"; "
+                f"echo {shlex.quote(f'{path} exists: not replaced')} >&2; exit 17")
+    else:
+        body = (f"c=$(sha256sum <{p} 2>/dev/null); c=${{c%% *}}; "
+                f"if [ \"$c\" != {replace_sha256} ]; then rm -f -- \"$t\"; "
+                f"echo {shlex.quote(f'{path} changed since it was shown: not replaced')} >&2; exit 17; fi; "
+                f"mv -f -- \"$t\" {p}")
+    return ShellCommand(f"( {head}{body} )")

@@ -75,3 +75,36 @@ def test_sections_frame_each_command_with_its_status() -> None:
         ("a", "hi\n", 0), ("b", "xerr\n", 3), ("c", "", 0), ("d", "it's; $(x)", 0)]
     with pytest.raises(ValueError):
         sections([("bad label", ["true"])], "@@m")
+
+
+def test_streamed_splits_carriage_returns_and_reports_status() -> None:
+    from cockpit.hosts.shell import streamed
+
+    line = streamed(["sh", "-c", "printf 'a 1%%\\ra 50%%\\r' >&2; echo done; exit 4"], "@@s-1").line
+    res = subprocess.run(["bash", "-c", line], capture_output=True, text=True, input="ignored", timeout=10)
+    assert res.stdout.splitlines() == ["a 1%", "a 50%", "done", "", "@@s-1 exit 4"]
+    with pytest.raises(ValueError):
+        streamed(["true"], "bad marker")
+
+
+def test_write_stdin_atomic_never_clobbers_and_replaces_only_the_shown_file(tmp_path) -> None:
+    import hashlib
+
+    from cockpit.hosts.shell import write_stdin_atomic
+
+    target = tmp_path / "dir x" / "cluster.env"
+    target.parent.mkdir()
+
+    def write(text: str, **kw: str) -> int:
+        line = write_stdin_atomic(str(target), **kw).line
+        return subprocess.run(["bash", "-c", line], input=text, text=True, timeout=10).returncode
+
+    assert write("A='1'\n") == 0 and target.read_text() == "A='1'\n"
+    assert oct(target.stat().st_mode & 0o777) == "0o644"
+    assert write("B=2\n") == 17 and target.read_text() == "A='1'\n"          # no clobber
+    assert write("B=2\n", replace_sha256="0" * 64) == 17 and target.read_text() == "A='1'\n"
+    shown = hashlib.sha256(b"A='1'\n").hexdigest()
+    assert write("B=2\n", replace_sha256=shown) == 0 and target.read_text() == "B=2\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["cluster.env"]   # no temp file left
+    with pytest.raises(ValueError):
+        write_stdin_atomic("x", replace_sha256="nothex")

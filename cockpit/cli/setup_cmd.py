@@ -1,0 +1,156 @@
+"""`r37-cockpit setup JOB`: the recipe's setup steps on every host (they change hosts). Prints the exact
+commands per host and asks before anything runs (`--yes` skips the question), then streams the job log
+and progress. Exit 0 only if every host ended done or had nothing to do."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from typing import TextIO
+
+from cockpit.cli.common import CliError, add_json, load, print_json, run_async, table
+from cockpit.config import ClusterConfig
+from cockpit.hosts import Fleet
+from cockpit.recipe.checks import ranks_text
+from cockpit.recipe.progress import human_eta, human_rate
+from cockpit.recipe.setup import SetupRun, expand_jobs, plan_setup
+from cockpit.recipe.setup_model import (
+    JOB_TITLES,
+    JOBS,
+    JobLog,
+    RankDone,
+    SetupError,
+    SetupFinished,
+    SetupPlan,
+    StepProgress,
+    StepStarted,
+)
+
+PROGRESS_EVERY = 2.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "setup", help="run a setup job on the hosts (download, load, prepare; asks first)",
+        description="Run one of the recipe's setup jobs (steps 2-5) on every host in parallel: "
+                    + "; ".join(f"{j}: {t}" for j, t in JOB_TITLES.items())
+                    + "; all: every job in that order. The exact commands per host are printed and "
+                      "confirmed first. Re-running resumes: completed work is skipped.")
+    p.add_argument("job", choices=[*JOBS, "all"])
+    p.add_argument("--rank", type=int, action="append", metavar="N", help="only this rank (repeatable)")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask before running (headless)")
+    p.add_argument("--overwrite-env", action="store_true",
+                   help="env: replace a cluster.env that differs from cluster.toml (its diff is printed)")
+    p.add_argument("--offline", action="store_true",
+                   help="checkpoint: do not ask the hub for the commit; [model] revision must be a commit")
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def render_plan(plan: SetupPlan) -> str:
+    lines = []
+    for jp in plan.jobs:
+        lines.append(f"== {jp.job}: {JOB_TITLES[jp.job]}")
+        for rank in sorted(jp.ranks):
+            rp = jp.ranks[rank]
+            head = f"rank {rank} ({plan.targets.get(rank, '?')})"
+            if rp.refused:
+                lines.append(f"  {head}: REFUSED: {rp.refused}")
+            elif not rp.steps:
+                lines.append(f"  {head}: nothing to do: {rp.done}")
+            else:
+                lines.append(f"  {head}:")
+                lines += [f"    $ {line}" for step in rp.steps for line in step.lines]
+            if rp.note:
+                lines += [f"    | {n}" for n in rp.note.rstrip("\n").splitlines()]
+    return "\n".join(lines)
+
+
+def render_progress(ev: StepProgress) -> str:
+    p = ev.progress
+    parts = []
+    if p.bytes_done is not None:
+        from cockpit.recipe.checks import human_bytes
+        total = f" / {human_bytes(p.bytes_total)}" if p.bytes_total else ""
+        parts.append(f"{human_bytes(p.bytes_done)}{total}")
+    if p.files_total:
+        parts.append(f"{p.files_done}/{p.files_total} files")
+    parts += [human_rate(p.rate), f"ETA {human_eta(p.eta)}"]
+    return f"rank {ev.rank} {ev.job} | {ev.label}: " + ", ".join(parts)
+
+
+def render_summary(final: SetupFinished, plan: SetupPlan) -> str:
+    rows = [[o.job, str(o.rank), o.state.value.upper() if not o.ok else o.state.value, o.message]
+            for o in final.outcomes]
+    out = [table(rows, ["JOB", "RANK", "RESULT", "DETAIL"])]
+    bad = [o for o in final.outcomes if not o.ok]
+    for o in bad:
+        out.append(f"rank {o.rank} ({plan.targets.get(o.rank, '?')}) {o.job} {o.state.value}: {o.message}")
+    done = sum(1 for o in final.outcomes if o.ok)
+    out.append(f"{done} of {len(final.outcomes)} ok in {final.elapsed:.1f} s"
+               + (f"; not ok on rank {ranks_text(sorted({o.rank for o in bad}))}" if bad else ""))
+    return "\n".join(out)
+
+
+def _ask(stream: TextIO) -> bool:
+    print("Run these commands on the hosts? [y/N] ", end="", file=stream, flush=True)
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in ("y", "yes")
+
+
+async def _run(args: argparse.Namespace, config: ClusterConfig, jobs: list[str]) -> int:
+    show = sys.stderr if args.json else sys.stdout
+    async with Fleet(config) as fleet:
+        try:
+            plan = await plan_setup(fleet, config, jobs, ranks=args.rank, overwrite_env=args.overwrite_env,
+                                    online=not args.offline)
+        except SetupError as exc:
+            raise CliError(str(exc)) from None
+        print(render_plan(plan), file=show, flush=True)
+        if plan.runs_anything and not args.yes and not await asyncio.to_thread(_ask, show):
+            print("cancelled: nothing was run", file=show)
+            if args.json:
+                print_json({"ok": False, "cancelled": True, "plan": plan.as_dict(), "outcomes": []})
+            return 1
+        run = SetupRun(fleet, plan)
+        last: dict[int, float] = {}
+        final: SetupFinished | None = None
+        async for ev in run.events():
+            if isinstance(ev, JobLog):
+                print(f"rank {ev.rank} {ev.job} | {ev.text}", file=show, flush=True)
+            elif isinstance(ev, StepStarted):
+                print(f"rank {ev.rank} {ev.job} | step {ev.index + 1}/{ev.count}: {ev.label}", file=show)
+            elif isinstance(ev, StepProgress):
+                now = time.monotonic()
+                if now - last.get(ev.rank, 0.0) >= PROGRESS_EVERY or ev.progress.eta == 0.0:
+                    last[ev.rank] = now
+                    print(render_progress(ev), file=show, flush=True)
+            elif isinstance(ev, RankDone):
+                print(f"rank {ev.rank} {ev.job} | {ev.state.value}: {ev.message}", file=show, flush=True)
+            elif isinstance(ev, SetupFinished):
+                final = ev
+    assert final is not None
+    if args.json:
+        print_json({"ok": final.ok, "elapsed": round(final.elapsed, 3), "plan": plan.as_dict(),
+                    "outcomes": [o.as_dict() for o in final.outcomes]})
+    else:
+        print()
+        print(render_summary(final, plan))
+    return 0 if final.ok else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    _, config = load(args)
+    if args.rank:
+        bad = sorted(set(args.rank) - set(config.ranks))
+        if bad:
+            raise CliError(f"no host has rank {', '.join(map(str, bad))} (ranks: {ranks_text(config.ranks)})",
+                           exit_code=2)
+    jobs = expand_jobs(args.job)
+    try:
+        return run_async(_run(args, config, jobs))
+    except KeyboardInterrupt:
+        print("interrupted: running commands were stopped; re-run to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,349 @@
+"""Setup pane: pick a job (and ranks), see the exact commands per host, confirm, then follow per-host
+progress bars and the job log; cancel one rank or all, resume what did not finish. Refused in read-only
+mode. Host work runs in workers; the pane only applies the typed events they post."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Log, Static
+
+from cockpit.recipe.checks import human_bytes
+from cockpit.recipe.progress import Progress, human_eta, human_rate
+from cockpit.recipe.setup import SetupRun, expand_jobs, plan_setup
+from cockpit.recipe.setup_model import (
+    JOB_TITLES,
+    JOBS,
+    JobLog,
+    RankDone,
+    RankState,
+    SetupError,
+    SetupEvent,
+    SetupFinished,
+    SetupPlan,
+    SetupStarted,
+    StepProgress,
+    StepStarted,
+)
+from cockpit.tui.confirm import ConfirmCommands, ConfirmResult
+from cockpit.tui.context import CockpitContext
+
+CHOICES = (*JOBS, "all")
+COLUMNS = ("rank", "host", "job", "step", "progress", "done", "rate", "ETA", "state")
+BAR = 14
+LOG_LINES = 2000
+STATE_STYLE = {"waiting": "dim", "running": "bold yellow", RankState.DONE.value: "green",
+               RankState.SKIPPED.value: "cyan", RankState.FAILED.value: "bold red",
+               RankState.REFUSED.value: "bold red", RankState.CANCELLED.value: "magenta"}
+
+
+@dataclass
+class RankRow:
+    """What the pane shows for one rank."""
+
+    rank: int
+    job: str = ""
+    step: str = ""
+    state: str = "waiting"
+    message: str = ""
+    progress: Progress | None = None
+    outcomes: dict[str, RankDone] = field(default_factory=dict)
+
+
+def progress_bar(p: Progress | None, state: str) -> Text:
+    frac = p.fraction if p is not None else None
+    if frac is None:
+        frac = 1.0 if state in ("done", "skipped") else None
+    if frac is None:
+        return Text("░" * BAR + "    ", style="dim")
+    filled = round(frac * BAR)
+    return Text.assemble(("█" * filled, "green" if state != "failed" else "red"),
+                         ("░" * (BAR - filled), "dim"), f" {frac * 100:3.0f}%")
+
+
+def progress_done(p: Progress | None) -> str:
+    if p is None:
+        return ""
+    parts = []
+    if p.bytes_done is not None:
+        total = f"/{human_bytes(p.bytes_total)}" if p.bytes_total else ""
+        parts.append(human_bytes(p.bytes_done).replace(" ", "") + total.replace(" ", ""))
+    if p.files_total:
+        parts.append(f"{p.files_done}/{p.files_total} files")
+    return " · ".join(parts)
+
+
+class SetupPane(Vertical, can_focus=True):
+    """Job chooser, per-rank progress table, job log and a status line."""
+
+    BINDINGS = [
+        Binding("j", "next_job", "Job", id="setup.next_job"),
+        Binding("r", "next_ranks", "Ranks", id="setup.ranks"),
+        Binding("p", "plan", "Plan", id="setup.plan"),
+        Binding("s", "start", "Start", id="setup.start"),
+        Binding("x", "cancel_all", "Cancel all", id="setup.cancel"),
+        Binding("c", "cancel_rank", "Cancel rank", id="setup.cancel_rank"),
+        Binding("u", "resume", "Resume", id="setup.resume"),
+    ]
+    DEFAULT_CSS = """
+    SetupPane #setup-choice { height: auto; padding: 0 1; }
+    SetupPane #setup-table { height: auto; max-height: 12; }
+    SetupPane #setup-causes { height: auto; max-height: 8; padding: 0 1; }
+    SetupPane #setup-log { height: 1fr; min-height: 4; border: round $accent; }
+    SetupPane #setup-status { height: auto; padding: 0 1; }
+    """
+
+    @dataclass
+    class Event(Message):
+        event: SetupEvent
+
+    @dataclass
+    class Planned(Message):
+        plan: SetupPlan | None
+        error: str = ""
+        confirm: bool = True
+
+    def __init__(self, ctx: CockpitContext, **kwargs: object):
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.ctx = ctx
+        self.job = "all"
+        self.rank_filter: int | None = None
+        self.rows: dict[int, RankRow] = {r: RankRow(r) for r in ctx.config.ranks}
+        self.plan: SetupPlan | None = None
+        self.run_handle: SetupRun | None = None
+        self.running = False
+        self.final: SetupFinished | None = None
+        self.notice = Text("")
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="setup-choice", markup=False)
+        yield DataTable(id="setup-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="setup-causes", markup=False)
+        yield Log(id="setup-log", max_lines=LOG_LINES, highlight=False)
+        yield Static(id="setup-status", markup=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for col in COLUMNS:
+            table.add_column(col, key=col)
+        self.refresh_view()
+
+    def on_show(self) -> None:
+        focused = self.app.focused
+        if focused is None or self not in focused.ancestors_with_self:
+            self.query_one(DataTable).focus()
+
+    # ---- rendering ----------------------------------------------------------------------------------
+
+    def _ranks(self) -> list[int] | None:
+        return None if self.rank_filter is None else [self.rank_filter]
+
+    def refresh_view(self) -> None:
+        ranks = "all ranks" if self.rank_filter is None else f"rank {self.rank_filter}"
+        choice = Text.assemble(("job ", "dim"))
+        for name in CHOICES:
+            choice.append(f" {name} ", style="reverse bold" if name == self.job else "")
+        choice.append(f"   {ranks}", style="bold")
+        if self.ctx.read_only:
+            choice.append("   read-only: setup is disabled", style="bold red")
+        else:
+            choice.append(f"   — {JOB_TITLES.get(self.job, 'every job in order')}", style="dim")
+        self.query_one("#setup-choice", Static).update(choice)
+        table = self.query_one(DataTable)
+        keep = table.cursor_row
+        table.clear()
+        targets = {h.rank: h.ssh for h in self.ctx.config.hosts}
+        for rank in sorted(self.rows):
+            row = self.rows[rank]
+            p = row.progress
+            style = STATE_STYLE.get(row.state, "")
+            state = Text(row.state, style=style)
+            table.add_row(str(rank), targets.get(rank, "?"), row.job, row.step, progress_bar(p, row.state),
+                          progress_done(p), human_rate(p.rate) if p and p.rate is not None else "",
+                          human_eta(p.eta) if p and p.eta is not None else "", state, key=str(rank))
+        if self.rows:
+            table.move_cursor(row=max(0, min(keep, len(self.rows) - 1)))
+        causes, why = self.query_one("#setup-causes", Static), self._causes()
+        causes.update(why)
+        causes.display = bool(why.plain)
+        self.query_one("#setup-status", Static).update(self._status())
+
+    def _causes(self) -> Text:
+        """Why each rank that is not ok stopped (full text: the table only has room for the state)."""
+        text = Text()
+        for rank in sorted(self.rows):
+            for o in self.rows[rank].outcomes.values():
+                if not o.ok:
+                    if text:
+                        text.append("\n")
+                    style = STATE_STYLE.get(o.state.value, "")
+                    text.append(f"rank {rank} {o.job} {o.state.value}: ", style=style)
+                    text.append(o.message)
+        return text
+
+    def _status(self) -> Text:
+        text = Text()
+        if self.running:
+            text.append("running… ", style="bold yellow")
+        elif self.final is not None:
+            bad = [o for o in self.final.outcomes if not o.ok]
+            text.append("finished: all ok  " if not bad else f"finished: {len(bad)} not ok  ",
+                        style="bold green" if not bad else "bold red")
+        text.append_text(self.notice)
+        text.append("   j job · r ranks · p plan · s start · c cancel rank · x cancel all · u resume",
+                    style="dim")
+        return text
+
+    def note(self, text: str, style: str = "") -> None:
+        self.notice = Text(text, style=style)
+        self.query_one("#setup-status", Static).update(self._status())
+
+    # ---- events -------------------------------------------------------------------------------------
+
+    def on_setup_pane_event(self, message: SetupPane.Event) -> None:
+        self.apply(message.event)
+
+    def apply(self, event: SetupEvent) -> None:
+        """Fold one runner event into the view (the worker posts them; tests feed them directly)."""
+        log = self.query_one("#setup-log", Log)
+        if isinstance(event, SetupStarted):
+            self.running, self.final = True, None
+            for rank in event.ranks:
+                self.rows[rank] = RankRow(rank, job=event.jobs[0] if event.jobs else "")
+            log.write_line(f"== setup {', '.join(event.jobs)} on rank {', '.join(map(str, event.ranks))}")
+        elif isinstance(event, StepStarted):
+            row = self.rows.setdefault(event.rank, RankRow(event.rank))
+            row.job, row.step, row.state, row.progress = event.job, event.label, "running", None
+        elif isinstance(event, StepProgress):
+            row = self.rows.setdefault(event.rank, RankRow(event.rank))
+            row.progress = event.progress
+        elif isinstance(event, JobLog):
+            log.write_line(f"[{event.rank} {event.job}] {event.text}")
+        elif isinstance(event, RankDone):
+            row = self.rows.setdefault(event.rank, RankRow(event.rank))
+            row.outcomes[event.job] = event
+            row.job, row.state, row.message = event.job, event.state.value, event.message
+            log.write_line(f"[{event.rank} {event.job}] {event.state.value}: {event.message}")
+        elif isinstance(event, SetupFinished):
+            self.running, self.final = False, event
+            bad = [o for o in event.outcomes if not o.ok]
+            for o in bad:
+                row = self.rows.setdefault(o.rank, RankRow(o.rank))
+                row.outcomes[o.job] = o
+                row.job, row.state, row.message = o.job, o.state.value, o.message
+            summary = "; ".join(f"rank {o.rank} {o.job} {o.state.value}" for o in bad)
+            log.write_line("== finished: " + (summary or "all ok"))
+        self.refresh_view()
+
+    # ---- actions ------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (self.ctx.read_only and action in ("plan", "start", "resume", "cancel_all", "cancel_rank"))
+
+    def action_next_job(self) -> None:
+        self.job = CHOICES[(CHOICES.index(self.job) + 1) % len(CHOICES)]
+        self.refresh_view()
+
+    def action_next_ranks(self) -> None:
+        ranks = sorted(self.ctx.config.ranks)
+        if self.rank_filter is None:
+            self.rank_filter = ranks[0]
+        else:
+            i = ranks.index(self.rank_filter) + 1
+            self.rank_filter = ranks[i] if i < len(ranks) else None
+        self.refresh_view()
+
+    def action_plan(self) -> None:
+        self._start_plan(self._ranks(), confirm=False)
+
+    def action_start(self) -> None:
+        if self.running:
+            self.note("a job is running: cancel it (x) or wait", "yellow")
+            return
+        self._start_plan(self._ranks(), confirm=True)
+
+    def action_resume(self) -> None:
+        if self.running or self.final is None:
+            self.note("nothing to resume: start a job first (s)", "yellow")
+            return
+        ranks = sorted({o.rank for o in self.final.outcomes if not o.ok})
+        if not ranks:
+            self.note("nothing to resume: every rank finished", "dim")
+            return
+        self._start_plan(ranks, confirm=True)
+
+    def action_cancel_all(self) -> None:
+        if self.run_handle is not None and self.running:
+            self.run_handle.cancel()
+            self.note("cancelling every rank (the remote commands are stopped)", "magenta")
+
+    def action_cancel_rank(self) -> None:
+        if self.run_handle is None or not self.running:
+            return
+        table = self.query_one(DataTable)
+        ranks = sorted(self.rows)
+        if 0 <= table.cursor_row < len(ranks):
+            rank = ranks[table.cursor_row]
+            self.run_handle.cancel(rank)
+            self.note(f"cancelling rank {rank}", "magenta")
+
+    def _start_plan(self, ranks: list[int] | None, *, confirm: bool) -> None:
+        self.note(f"reading the hosts to plan {self.job} …", "yellow")
+        self._plan_worker(self.job, ranks, confirm)
+
+    @work(exclusive=True, group="setup-plan", exit_on_error=False)
+    async def _plan_worker(self, job: str, ranks: list[int] | None, confirm: bool) -> None:
+        try:
+            plan = await plan_setup(self.ctx.fleet, self.ctx.config, expand_jobs(job), ranks=ranks,
+                                    overwrite_env=True)
+        except SetupError as exc:
+            self.post_message(SetupPane.Planned(None, str(exc)))
+            return
+        self.post_message(SetupPane.Planned(plan, confirm=confirm))
+
+    def on_setup_pane_planned(self, message: SetupPane.Planned) -> None:
+        log = self.query_one("#setup-log", Log)
+        if message.plan is None:
+            self.note(f"cannot plan: {message.error}", "bold red")
+            return
+        plan = self.plan = message.plan
+        log.write_line(f"== plan: {', '.join(jp.job for jp in plan.jobs)}")
+        for label, line in plan.commands():
+            log.write_line(f"[{label}] $ {line}")
+        for text in plan.notes():
+            log.write_line(text)
+        if not message.confirm:
+            self.note("plan shown in the log (s to start)", "dim")
+            return
+        if not plan.runs_anything:
+            self.note("nothing to run: " + ("; ".join(plan.notes()) or "every host is complete"), "cyan")
+            return
+        notes = plan.notes()
+        screen = ConfirmCommands(f"Run setup {self.job} with these commands (per host)?", plan.commands(),
+                                 note=("confirming also REPLACES any cluster.env whose diff is shown\n"
+                                       if any(jp.job == "env" and any(rp.note for rp in jp.ranks.values())
+                                              for jp in plan.jobs) else "") + "\n".join(notes))
+        self.app.push_screen(screen, lambda result: self._confirmed(result, plan))
+
+    def _confirmed(self, result: ConfirmResult | None, plan: SetupPlan) -> None:
+        if result is None:
+            self.note("cancelled: nothing was run", "dim")
+            return
+        self.note("")
+        self.running = True
+        self.run_handle = SetupRun(self.ctx.fleet, plan)
+        self._run_worker(self.run_handle)
+
+    @work(exclusive=True, group="setup-run", exit_on_error=False)
+    async def _run_worker(self, run: SetupRun) -> None:
+        try:
+            async for event in run.events():
+                self.post_message(SetupPane.Event(event))
+        finally:
+            self.running = False

@@ -1,0 +1,88 @@
+"""Snapshots of the setup pane fed the typed events the runner produces: a checkpoint download mid-way on
+four hosts (bytes, rate, ETA per host, one host failed with its cause), and a finished runtime job with a
+refused image ID on one rank."""
+
+from __future__ import annotations
+
+from cockpit.recipe.progress import Progress
+from cockpit.recipe.setup_model import (
+    JobLog,
+    RankDone,
+    RankState,
+    SetupEvent,
+    SetupFinished,
+    SetupStarted,
+    StepProgress,
+    StepStarted,
+)
+from cockpit.tui.app import CockpitApp
+from cockpit.tui.panes.setup import SetupPane
+
+SIZE = (130, 36)
+GB = 10**9
+DL = "download"
+CMD = ("hf download dealignai/DeepSeek-V4.1-Flash-UNCENSORED-FP8 --revision "
+       "5f3c1e0a9b2d4c6e8f0a1b3c5d7e9f1a2b4c6d8e --local-dir /srv/models/DeepSeek-V4.1-Flash-dealignai")
+
+
+def app_with(fixed_config, events: list[SetupEvent]) -> tuple[CockpitApp, object]:  # type: ignore[no-untyped-def]
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.pause()
+        await pilot.pause()
+        app.set_focus(None)
+        app.action_show_pane("setup")
+        await pilot.pause()
+        pane = app.query_one(SetupPane)
+        pane.job = "checkpoint"
+        for ev in events:
+            pane.apply(ev)
+        await pilot.pause()
+
+    return app, before
+
+
+def checkpoint_mid_way() -> list[SetupEvent]:
+    evs: list[SetupEvent] = [SetupStarted(("checkpoint",), (0, 1, 2, 3))]
+    for r in range(4):
+        evs.append(StepStarted("checkpoint", r, 0, 3, DL, (CMD,)))
+        evs.append(JobLog("checkpoint", r, f"$ {CMD}"))
+    evs += [
+        StepProgress("checkpoint", 0, DL, Progress(212 * GB, 510 * GB, 20, 54, 118e6, 2525.0)),
+        StepProgress("checkpoint", 1, DL, Progress(198 * GB, 510 * GB, 19, 54, 111e6, 2810.0)),
+        StepProgress("checkpoint", 2, DL, Progress(455 * GB, 510 * GB, 49, 54, 121e6, 455.0)),
+        JobLog("checkpoint", 3, "Error: Revision Not Found for url: https://huggingface.co/api/models/"
+                                "dealignai/DeepSeek-V4.1-Flash-UNCENSORED-FP8/revision/5f3c1e0a9b2d."),
+        RankDone("checkpoint", 3, RankState.FAILED, "download: exit 1: Invalid rev id: 5f3c1e0a9b2d"),
+    ]
+    return evs
+
+
+def runtime_finished() -> list[SetupEvent]:
+    img = "sha256:638d63b0f4bb9741c4afd4936e184659053e8a5ec466d6e7a8994ae0094e58fa"
+    bad = "sha256:0d4b2a1e9c7f5d3b1a0e8c6f4d2b0a9e7c5f3d1b0a8e6c4f2d0b9a7e5c3f1d0b"
+    evs: list[SetupEvent] = [SetupStarted(("runtime",), (0, 1, 2, 3))]
+    outs = []
+    for r in range(4):
+        evs.append(StepStarted("runtime", r, 5, 6, "verify image ID", ("docker image inspect …",)))
+        evs.append(StepProgress("runtime", r, "download", Progress(None, None, 1, 1, None, 0.0)))
+        if r == 2:
+            why = f"verify image ID: image ID mismatch: observed {bad}, expected {img}"
+            out = RankDone("runtime", r, RankState.FAILED, why)
+        else:
+            out = RankDone("runtime", r, RankState.DONE, "done (6 steps, last: verify image ID)")
+        evs.append(out)
+        outs.append(out)
+    evs.append(SetupFinished(tuple(outs), 42.0))
+    return evs
+
+
+def test_checkpoint_progress(snap_compare, fixed_config) -> None:
+    app, before = app_with(fixed_config, checkpoint_mid_way())
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_runtime_refused_on_one_rank(snap_compare, fixed_config) -> None:
+    app, before = app_with(fixed_config, runtime_finished())
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
