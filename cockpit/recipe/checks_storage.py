@@ -84,6 +84,11 @@ def checkpoint_state(p: Probe) -> CheckpointState:
                            [s for s in shards if files.get(s) == 0], rev)
 
 
+def _is_commit(revision: str) -> bool:
+    """A pinned commit, as opposed to a branch or tag name (which the hosts' markers never hold)."""
+    return len(revision) == 40 and all(c in "0123456789abcdef" for c in revision.lower())
+
+
 def revision_of(model: str, first_lines: dict[str, str | None]) -> P.Revision | None:
     """The setup job's marker if present, else the commit hf recorded when it downloaded the index."""
     marker = first_lines.get(_join(model, REVISION_FILE))
@@ -121,7 +126,8 @@ def _checkpoint(p: Probe) -> Outcome:
         return Outcome(Verdict.FAIL, f"{value}: checkpoint is {repo}, config says {cfg.model.repo}",
                        "use ONE checkpoint on every rank: download the configured one with "
                        f"`r37-cockpit setup checkpoint --rank {p.rank}` or fix [model] repo", facts=facts)
-    if cfg.model.revision and rev != "unknown" and rev != cfg.model.revision:
+    pinned = cfg.model.revision if cfg.model.revision and _is_commit(cfg.model.revision) else None
+    if pinned and rev != "unknown" and rev != pinned:
         return Outcome(Verdict.FAIL, f"{value}, config pins {cfg.model.revision[:12]}",
                        f"download the pinned revision: `r37-cockpit setup checkpoint --rank {p.rank}`",
                        facts=facts)
