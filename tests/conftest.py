@@ -5,39 +5,19 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from simcluster import TEST_SPEED, SimCluster
 
 from cockpit.config import ClusterConfig, load_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
-TEST_SPEED = 400.0  # boot a simulated engine in a few seconds
 
 
 @pytest.fixture
 def fixed_config() -> ClusterConfig:
     return load_config(FIXTURES / "cluster.toml")
-
-
-@dataclass
-class SimCluster:
-    dir: Path
-    config_path: Path
-    kind: str
-
-    @property
-    def config(self) -> ClusterConfig:
-        return load_config(self.config_path)
-
-    def root(self, rank: int) -> Path:
-        from cockpit.sim.cluster import host_root
-        return host_root(self.dir, rank)
-
-    def fault(self, rank: int, name: str, on: bool = True) -> None:
-        from cockpit.sim.faults import set_fault
-        set_fault(self.root(rank), name, on)
 
 
 def _demo(tmp: Path, speed: float) -> Iterator[SimCluster]:

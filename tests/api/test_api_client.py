@@ -8,7 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 
 import pytest
-from conftest import MODEL, FakeEngine, free_port
+from apifakes import MODEL, FakeEngine, free_port
 
 from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from apifakes import free_port
 
 from cockpit.api.chat import ChatSession, ChatSettings
 from cockpit.api.client import ApiClient

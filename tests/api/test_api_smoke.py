@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import MODEL, FakeEngine, free_port
+from apifakes import MODEL, FakeEngine, free_port
 
 from cockpit.api.client import ApiClient
 from cockpit.api.smoke import (

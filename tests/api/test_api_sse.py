@@ -6,7 +6,7 @@ import itertools
 import json
 
 import pytest
-from conftest import STREAMS, stream_bytes
+from apifakes import STREAMS, stream_bytes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

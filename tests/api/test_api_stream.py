@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import stream_bytes
+from apifakes import stream_bytes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_api_sse import ALL_STREAMS, split_at

@@ -115,8 +115,8 @@ def test_sim_up_hosts_down_leaves_nothing(tmp_path) -> None:
         assert data["connected"] == 4
         assert {h["state"] for h in data["hosts"]} == {"connected"}
         assert all(h["fingerprint"].startswith("SHA256:") for h in data["hosts"])
-        ssh = subprocess.run(["ssh", "-F", str(d / "ssh_config"), "-o", "BatchMode=yes", "spark-2", "hostname"],
-                             capture_output=True, text=True, timeout=30)
+        ssh = subprocess.run(["ssh", "-F", str(d / "ssh_config"), "-o", "BatchMode=yes", "spark-2",
+                              "hostname"], capture_output=True, text=True, timeout=30)
         assert ssh.stdout.strip() == "spark-2", ssh.stderr
         pid = json.loads((d / "sim-cluster.json").read_text())["pids"][0]
     finally:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import TEST_SPEED, SimCluster
+from simcluster import TEST_SPEED, SimCluster
 
 from cockpit import constants as C
 from cockpit.config import ClusterConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import SimCluster
+from simcluster import SimCluster
 from test_preflight_demo import provisioned_cluster, run
 
 from cockpit.hosts import Fleet

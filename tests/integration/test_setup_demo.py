@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from conftest import SimCluster
+from simcluster import SimCluster
 
 from cockpit import constants as C
 from cockpit.config import ClusterConfig
