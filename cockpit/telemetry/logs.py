@@ -31,6 +31,8 @@ from cockpit.hosts.state import HostUnavailable
 
 DEFAULT_CAPACITY = 200_000
 NO_CONTAINER = "No such container"
+RETRY_START = 0.5   # s before following again after a lost host, doubling up to RETRY_MAX
+RETRY_MAX = 5.0
 
 
 class LogLine(NamedTuple):
@@ -368,6 +370,7 @@ async def follow(host: Streamer, container: str = CONTAINER_NAME, *, follow: boo
     point = ResumePoint()
     first = True
     announced = ""
+    retry_delay = RETRY_START
     while True:
         cmd = logs_command(container, follow=follow,
                            since=point.since() or since, tail=tail if first else None)
@@ -386,8 +389,13 @@ async def follow(host: Streamer, container: str = CONTAINER_NAME, *, follow: boo
                     if replay.duplicate(ts, text):
                         continue
                     if not got_lines and announced not in ("following", "resumed"):
-                        announced = "following"
-                        yield FollowEvent(rank, "following", container, time.time())
+                        if announced == "lost":
+                            announced = "resumed"
+                            yield FollowEvent(rank, "resumed", point.since() or "", time.time())
+                        else:
+                            announced = "following"
+                            yield FollowEvent(rank, "following", container, time.time())
+                    retry_delay = RETRY_START
                     got_lines = True
                     point.note(ts, text)
                     yield LogLine(ts, rank, neutralise(text))
@@ -395,17 +403,19 @@ async def follow(host: Streamer, container: str = CONTAINER_NAME, *, follow: boo
                 await stream.aclose()  # type: ignore[attr-defined]
         except HostUnavailable as exc:
             was_following = announced in ("following", "resumed")
-            announced = "lost" if was_following else "waiting:host"
-            yield FollowEvent(rank, "lost" if was_following else "waiting",
-                              str(exc) if was_following else "host not connected", time.time())
+            if announced not in ("lost", "waiting:host"):
+                announced = "lost" if was_following else "waiting:host"
+                yield FollowEvent(rank, "lost" if was_following else "waiting",
+                                  str(exc) if was_following else "host not connected", time.time())
             if not resume:
                 return
+            # the host may not have noticed the loss yet (its keepalive is slower than a dead channel):
+            # back off before asking again, so a retry never spins
+            await asyncio.sleep(retry_delay)
+            retry_delay = min(retry_delay * 2, RETRY_MAX)
             if not await host.wait_connected(reconnect_timeout):
                 yield FollowEvent(rank, "error", "host did not come back", time.time())
                 return
-            if was_following:
-                announced = "resumed"
-                yield FollowEvent(rank, "resumed", point.since() or "", time.time())
             first = first and point.ts == 0
             continue
         first = False
