@@ -115,7 +115,7 @@ class ShellSession(asyncssh.SSHServerSession):
             self._proc.stdin.close()
         else:
             self._stdin_eof = True
-        return False
+        return True  # keep the channel open: the command's output and exit status are still to come
 
     def pause_writing(self) -> None:
         self._writable.clear()
