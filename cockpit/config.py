@@ -370,6 +370,7 @@ def theme_name(value: str) -> str:
 class UISection(Strict):
     theme: Annotated[str, AfterValidator(theme_name)] | None = None
     keymap: Annotated[dict[str, str], AfterValidator(keymap_rules)] = Field(default_factory=dict)
+    log_buffer_lines: Annotated[int, int_range(1000, 10_000_000, "log buffer lines")] = 200_000
 
 
 class HostEntry(Strict):

@@ -15,6 +15,19 @@ from cockpit.config import ClusterConfig, load_config
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Tests never read or write the developer's own state (launch ledger, remembered theme)."""
+    state = tmp_path_factory.mktemp("xdg-state")
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(state)
+    yield state
+    if old is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = old
+
+
 @pytest.fixture
 def fixed_config() -> ClusterConfig:
     return load_config(FIXTURES / "cluster.toml")

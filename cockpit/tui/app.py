@@ -15,6 +15,7 @@ from textual.widgets import Footer, TabbedContent, TabPane
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostStatus
+from cockpit.tui import uistate
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.header import ClusterHeader
 from cockpit.tui.keys import KeyMapScreen
@@ -78,6 +79,7 @@ class CockpitApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._apply_ui_settings()
         self._api_label: tuple[str, str] | None = None
         for key in ("api", "api.endpoint"):
             self.ctx.watch(key, self._api_changed)
@@ -103,6 +105,17 @@ class CockpitApp(App[None]):
         for status in pane.statuses:
             if not status.connected:
                 pane.update_status(status)  # ages of non-connected states move on
+
+    def _apply_ui_settings(self) -> None:
+        """[ui] keymap and theme from cluster.toml; a theme picked at run time is remembered per user."""
+        if self.config.ui.keymap:
+            self.set_keymap(dict(self.config.ui.keymap))
+        theme = self.config.ui.theme or uistate.load().get("theme")
+        if theme and theme in self.available_themes:
+            self.theme = theme
+        elif theme:
+            self.notify(f"unknown theme {theme!r}; keeping {self.theme}", severity="warning")
+        self.theme_changed_signal.subscribe(self, lambda t: uistate.save({"theme": t.name}))
 
     def _api_changed(self, value: object) -> None:
         """The launch pane (ApiReadiness) and the chat pane (EndpointStatus) both report the API."""
