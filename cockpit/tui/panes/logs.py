@@ -24,7 +24,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Input, Static, Tab, Tabs
+from textual.widgets import Input, Static, Tab, TabbedContent, TabPane, Tabs
 
 from cockpit.telemetry.logfilter import FilteredView, FilterError, LineFilter, Signatures
 from cockpit.telemetry.logs import (
@@ -156,7 +156,21 @@ class LogsPane(Vertical):
         return self.query_one(LogView)
 
     def on_show(self) -> None:
-        self.call_after_refresh(self.view.focus)
+        """Take the keys when this pane's own tab has been shown (never at mount: focusing a widget in a
+        hidden tab would make the app switch to that tab)."""
+        self.call_after_refresh(self._focus_if_shown)
+
+    def _focus_if_shown(self) -> None:
+        if self._tab_shown() and not self.query_one("#logs-filter", Input).has_focus:
+            self.view.focus()
+
+    def _tab_shown(self) -> bool:
+        """Whether the app's tabbed content shows this pane now (standalone: whether it is displayed)."""
+        pane_tab = next((a for a in self.ancestors if isinstance(a, TabPane)), None)
+        tabbed = next((a for a in self.ancestors if isinstance(a, TabbedContent)), None)
+        if pane_tab is None or tabbed is None:
+            return self.is_mounted and self.display
+        return tabbed.active == pane_tab.id
 
     def on_mount(self) -> None:
         self.view.set_source(_BufferSource(self.store, None))
@@ -284,7 +298,8 @@ class LogsPane(Vertical):
         if tab_id != self.tab:
             self.tab = tab_id
             self._show_view()
-        self.view.focus()
+        if self._tab_shown():
+            self.view.focus()
 
     def action_tab(self, step: int) -> None:
         ids = [MERGED, *(f"r{r}" for r in self.ranks)]
