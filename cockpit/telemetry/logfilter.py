@@ -15,7 +15,6 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import islice
 
 from cockpit.telemetry.logs import LogLine
 
@@ -203,7 +202,8 @@ class Signatures:
     def first_failure(self, lines: Sequence[LogLine | None], start: int = 0) -> int | None:
         """Index of the first failure line at or after `start`, or None."""
         search = self.failure.search
-        for i, line in enumerate(islice(lines, start, None), start):
+        rest = iter(lines) if start <= 0 else (lines[i] for i in range(start, len(lines)))
+        for i, line in enumerate(rest, max(start, 0)):
             if line is not None and search(line.text) and self.is_failure(line.text):
                 return i
         return None

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cockpit.telemetry.logs as logs_mod
 from cockpit.hosts.shell import ShellCommand
 from cockpit.hosts.state import HostState, HostUnavailable
 from cockpit.telemetry.logs import (
@@ -148,7 +150,7 @@ def test_bounded_store_keeps_merged_equal_to_what_the_ranks_hold(seed: int, cap:
         top = store.merged[anchor] if anchor is not None else None
         result = store.add(batch, anchor=anchor)
         if top is not None and store.ranks[top.rank].holds(top):
-            assert store.merged[anchor + result.anchor_shift] is top  # type: ignore[operator]
+            assert store.merged[anchor + result.anchor_shift] == top  # type: ignore[operator]
     live = sorted(ln for b in store.ranks.values() for ln in b.lines)
     merged = list(store.merged)
     assert merged == sorted(merged)
@@ -255,3 +257,49 @@ async def test_follow_waits_for_a_host_that_is_not_connected_yet() -> None:
     assert [e.state for e in events] == ["waiting", "following", "ended"]
     assert "--tail 10" in host.commands[1]  # the first real run still honours --tail
     assert [ln.text for ln in lines] == ["line 0"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 40))
+def test_compact_store_matches_a_plain_model_across_chunks(seed: int, cap: int) -> None:
+    """Chunks of 3 lines: ring wrap, pinned dropped lines and chunk release, against lists of LogLines."""
+    with mock.patch.object(logs_mod, "CHUNK", 3):
+        store = LogStore(range(3), capacity=cap)
+        model: dict[int, list[LogLine]] = {r: [] for r in range(3)}
+        frozen = None
+        for k, batch in enumerate(_random_batches(seed, ranks=3, n=300)):
+            store.add(batch)
+            for r, lines in batch.items():
+                model[r].extend(lines)
+            if k == 5:
+                frozen = (store.merged.snapshot(), list(store.merged), store.ranks[1].lines.snapshot(),
+                          list(store.ranks[1].lines))
+        for r, buf in store.ranks.items():
+            assert list(buf.lines) == model[r][-cap:]
+            assert [buf.lines[i] for i in range(-len(buf), len(buf))] == model[r][-cap:] * 2
+            assert buf.dropped == len(model[r]) - min(cap, len(model[r]))
+            # whole chunks below what is held or still referred to are freed
+            assert buf._base + 3 > min(store._ref_first[store._slot[r]], buf.first_seq)
+        merged = list(store.merged)
+        assert merged == sorted(merged, key=lambda ln: (ln.ts, ln.rank))
+        held = sorted((ln for r in model for ln in model[r][-cap:]), key=lambda ln: (ln.ts, ln.rank))
+        view = store.merged  # which entries are held, by key (equal duplicate lines are told apart)
+        held_now = [(k >> logs_mod.SLOT_BITS) >= view.slots[k & logs_mod.SLOT_MASK].first_seq
+                    for k in view.keys[view.head:]]
+        assert [ln for ln, h in zip(merged, held_now, strict=True) if h] == held
+        assert frozen is not None and list(frozen[0]) == frozen[1] and list(frozen[2]) == frozen[3]
+
+
+def test_lines_skipped_before_the_buffer_count_as_dropped() -> None:
+    buf = RankBuffer(0, capacity=5)
+    buf.add([LogLine(T0 + i, 0, str(i)) for i in range(3)])
+    buf.note_skipped(4)
+    assert (buf.received, len(buf), buf.dropped) == (7, 3, 4)
+    assert buf.lines[0].text == "0"
+
+
+def test_merge_orders_ranks_beyond_the_packed_sort_key() -> None:
+    store = LogStore([300, 5])
+    store.add({300: [LogLine(T0 + 2, 300, "b"), LogLine(T0 + 3, 300, "c")],
+               5: [LogLine(T0 + 2, 5, "a"), LogLine(T0 + 4, 5, "d")]})
+    assert [ln.text for ln in store.merged] == ["a", "b", "c", "d"]

@@ -34,3 +34,49 @@ async def test_logs_pane_does_not_steal_the_tab_and_digits_switch_panes(fixed_co
         await pilot.press("5")
         await pilot.pause(0.2)
         assert tabs.active == "logs" and app.focused is pane.view
+
+
+async def test_flush_moves_bounded_slices_and_counts_an_overflowing_inbox(fixed_config) -> None:  # type: ignore[no-untyped-def]
+    from cockpit.tui.panes.logs import MAX_PER_FLUSH
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(130, 34)) as pilot:
+        await pilot.press("5")
+        pane = app.query_one(LogsPane)
+        total = MAX_PER_FLUSH * 2
+        for rank in (0, 1):
+            pane.ingest(rank, [LogLine(T0 + i * 10 + rank, rank, f"r{rank} {i}") for i in range(total // 2)])
+        before = pane.flushed
+        pane.flush(now=True)
+        assert 0 < pane.flushed - before <= MAX_PER_FLUSH
+        while pane.queued:
+            pane.flush(now=True)
+        merged = list(pane.store.merged)
+        assert len(merged) == total and merged == sorted(merged) and pane.store.late_lines == 0
+        small = LogsPane(app.ctx, capacity=10, autostart=False)
+        small.ingest(2, [LogLine(T0 + i, 2, str(i)) for i in range(25)])
+        assert small._incoming[2].lost == 15 and len(small._incoming[2]) == 10
+
+
+async def test_first_error_is_found_in_the_compact_store_and_marked(fixed_config) -> None:  # type: ignore[no-untyped-def]
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(130, 34)) as pilot:
+        await pilot.press("5")
+        pane = app.query_one(LogsPane)
+        for rank in range(4):
+            lines = [LogLine(T0 + i * 100 + rank, rank, f"INFO step {i}") for i in range(20_000)]
+            if rank == 2:
+                lines[12_345] = LogLine(lines[12_345].ts, 2, "NCCL WARN NET/IB : Got completion from peer")
+            pane.ingest(rank, lines)
+        while pane.queued:
+            pane.flush(now=True)
+        await pilot.press("e")
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if pane.view.marked is not None:
+                break
+        marked = pane.view.marked
+        assert marked is not None and marked.rank == 2 and "NCCL WARN" in marked.text
+        index = pane.store.merged.index(marked)
+        assert pane.view.top_index <= index < pane.view.top_index + pane.view.size.height
+        assert f"failure at line {index + 1}" in pane.message

@@ -1,16 +1,18 @@
 """Logs pane: every rank's container log, followed live; per-rank tabs and a merged view.
 
-Readers (one worker per rank following `docker logs -f -t` over SSH) only append to bounded deques; a
-50 ms timer moves each batch into the store and tells the view how many entries arrived, so the cost
-is per frame, not per line. Any scroll away from the bottom pauses following (a counter shows the new
-lines); `f`/`end` resumes. `/` filters (regex, `!` inverts) with context lines; failure signatures and
-phase lines are highlighted; text is shown as plain text with control characters neutralised.
+Readers (one worker per rank following `docker logs -f -t` over SSH) only append to bounded inboxes
+(timestamp and text columns); a 50 ms timer moves at most MAX_PER_FLUSH lines per tick into the store
+and tells the view how many entries arrived, so the cost is per frame, not per line. Any scroll away
+from the bottom pauses following (a counter shows the new lines); `f`/`end` resumes. `/` filters
+(regex, `!` inverts) with context lines; failure signatures and phase lines are highlighted; text is
+shown as plain text with control characters neutralised.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -40,6 +42,7 @@ from cockpit.tui.context import CockpitContext
 from cockpit.tui.widgets.logview import PLAIN, FollowPaused, LogView
 
 FLUSH_EVERY = 0.05
+MAX_PER_FLUSH = 12_000  # lines moved into the store per tick at most (240 000 lines/s): a tick stays short
 RENDER_EVERY = 0.1  # the view takes new lines (one frame) at most this often while lines stream
 STATUS_EVERY = 0.25  # the status line's counters refresh at most this often while lines stream
 REJOIN_EVERY = 5.0
@@ -54,11 +57,15 @@ class _BufferSource:
         self.store, self.rank = store, rank
 
     @property
-    def lines(self) -> deque[LogLine]:
+    def lines(self) -> Sequence[LogLine]:
         return self.store.merged if self.rank is None else self.store.rank(self.rank).lines
 
     def __len__(self) -> int:
-        return len(self.lines)
+        return len(self.store.merged) if self.rank is None else len(self.store.rank(self.rank))
+
+    def snapshot(self) -> Sequence[LogLine]:
+        """The lines as they are now, unchanged by later additions (for a thread to read)."""
+        return self.lines.snapshot()  # type: ignore[attr-defined]
 
     def entry(self, index: int) -> tuple[LogLine | None, int]:
         return self.lines[index], PLAIN
@@ -75,8 +82,70 @@ class _FilteredSource:
     def __len__(self) -> int:
         return len(self.view.lines)
 
+    def snapshot(self) -> Sequence[LogLine | None]:
+        return list(self.view.lines)
+
     def entry(self, index: int) -> tuple[LogLine | None, int]:
         return self.view.lines[index], self.view.kinds[index]
+
+
+class Inbox:
+    """One reader's lines waiting for the next flush, as columns (no object per line lives on: a queue
+    of tuples kept the garbage collector busy); bounded, the oldest lines go first (counted in `lost`)."""
+
+    __slots__ = ("capacity", "lost", "stamps", "texts")
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.stamps: list[int] = []
+        self.texts: list[str] = []
+        self.lost = 0
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def push(self, ts: int, text: str) -> None:
+        self.stamps.append(ts)
+        self.texts.append(text)
+        if len(self.texts) > self.capacity + 1024:
+            self._bound()
+
+    def extend(self, lines: Sequence[LogLine]) -> None:
+        self.stamps.extend(line.ts for line in lines)
+        self.texts.extend(line.text for line in lines)
+        if len(self.texts) > self.capacity:
+            self._bound()
+
+    def _bound(self) -> None:
+        extra = len(self.texts) - self.capacity
+        del self.stamps[:extra], self.texts[:extra]
+        self.lost += extra
+
+    def take(self, count: int) -> tuple[list[int], list[str]]:
+        """The oldest `count` lines, removed."""
+        if count >= len(self.texts):
+            out = (self.stamps, self.texts)
+            self.stamps, self.texts = [], []
+            return out
+        out = (self.stamps[:count], self.texts[:count])
+        del self.stamps[:count], self.texts[:count]
+        return out
+
+
+def take_slice(inboxes: dict[int, Inbox], limit: int) -> dict[int, tuple[list[int], list[str]]]:
+    """At most about `limit` lines from the inboxes, the same stretch of time from each (so a backlog
+    does not turn into lines that arrive late for the merged view)."""
+    waiting = {rank: inbox for rank, inbox in inboxes.items() if inbox}
+    if not waiting:
+        return {}
+    share = max(1, limit // len(waiting))
+    cut = min((inbox.stamps[share - 1] for inbox in waiting.values() if len(inbox) > share), default=None)
+    out = {}
+    for rank, inbox in waiting.items():
+        count = len(inbox) if cut is None else min(bisect_right(inbox.stamps, cut), limit)
+        if count:
+            out[rank] = inbox.take(count)
+    return out
 
 
 @dataclass
@@ -127,8 +196,7 @@ class LogsPane(Vertical):
         self.autostart = autostart
         self.flush_every = flush_every
         self.container = ctx.config.cluster.container_name
-        self._incoming: dict[int, deque[LogLine]] = {r: deque(maxlen=cap) for r in self.ranks}
-        self._queued: dict[int, int] = dict.fromkeys(self.ranks, 0)
+        self._incoming: dict[int, Inbox] = {r: Inbox(cap) for r in self.ranks}
         self.states: dict[int, FollowEvent] = {r: FollowEvent(r, "starting") for r in self.ranks}
         self.tab: str = MERGED
         self.filter: LineFilter | None = None
@@ -183,19 +251,24 @@ class LogsPane(Vertical):
     # ---- ingestion ---------------------------------------------------------------------------------
 
     async def _follow(self, rank: int) -> None:
-        queue = self._incoming[rank]
+        inbox = self._incoming[rank]
         async for item in follow(self.ctx.fleet[rank], self.container, rejoin=REJOIN_EVERY):
             if isinstance(item, LogLine):
-                queue.append(item)
-                self._queued[rank] += 1
+                inbox.push(item.ts, item.text)
             else:
                 self.states[rank] = item
 
     def ingest(self, rank: int, lines: Sequence[LogLine]) -> None:
         """Hand lines to the pane (what a reader does); they show at the next flush."""
-        queue = self._incoming.setdefault(rank, deque(maxlen=self.store.capacity))
-        queue.extend(lines)
-        self._queued[rank] = self._queued.get(rank, 0) + len(lines)
+        inbox = self._incoming.get(rank)
+        if inbox is None:
+            inbox = self._incoming[rank] = Inbox(self.store.capacity)
+        inbox.extend(lines)
+
+    @property
+    def queued(self) -> int:
+        """Lines the readers handed over that are not in the store yet."""
+        return sum(len(inbox) for inbox in self._incoming.values())
 
     def note(self, event: FollowEvent) -> None:
         self.states[event.rank] = event
@@ -203,45 +276,40 @@ class LogsPane(Vertical):
     def flush(self, *, now: bool = False) -> None:
         """Move what the readers queued into the store and the view (the 50 ms timer); `now`: render
         at once rather than at the next RENDER_EVERY tick."""
-        batches: dict[int, list[LogLine]] = {}
-        for rank, queue in self._incoming.items():
-            if not queue:
-                continue
-            batch = list(queue)
-            queue.clear()
-            overflow = self._queued.get(rank, 0) - len(batch)
-            self._queued[rank] = 0
-            if overflow > 0:  # the reader outran the pane: the oldest queued lines were dropped
-                self.store.rank(rank).received += overflow
-            batches[rank] = batch
+        batches = take_slice(self._incoming, MAX_PER_FLUSH)
+        for rank, inbox in self._incoming.items():
+            if inbox.lost:  # the reader outran the pane: the oldest queued lines were dropped
+                self.store.rank(rank).note_skipped(inbox.lost)
+                inbox.lost = 0
         if batches:
             self._apply(batches)
         self._render_view(force=now)
         self._show_status(throttle=not now)
 
-    def _apply(self, batches: dict[int, list[LogLine]]) -> None:
+    def _apply(self, batches: dict[int, tuple[list[int], list[str]]]) -> None:
         view = self.view
         rank = None if self.tab == MERGED else int(self.tab[1:])
         paused_top = None if view.following else view.top_index
         dropped_before = self.store.rank(rank).dropped if rank is not None else 0
         anchor = paused_top if rank is None and self.filtered is None else None
-        result = self.store.add(batches, anchor=anchor)
-        added = sum(len(b) for b in batches.values())
-        self.flushed += added
-        longest = max(len(line.text) for b in batches.values() for line in b)
+        result = self.store.add_columns(batches, anchor=anchor,
+                                        with_lines=self.filtered is not None and rank is None)
+        self.flushed += result.added
+        longest = max(max(map(len, texts)) for _, texts in batches.values())
         self._max_text = max(self._max_text, longest)
         if self.filtered is not None:
             if rank is None and result.moved_from is not None:
                 self._rebuild_filter()
                 return
-            new = result.lines if rank is None else batches.get(rank, [])
+            new_count = len(batches[rank][1]) if rank in batches else 0
+            new = result.lines if rank is None else self.store.rank(rank).newest(new_count)
             fed = self.filtered.feed(new)
             trimmed = self.filtered.trim(self._holds)
             self._notify_view(fed, -trimmed, longest)
         elif rank is None:
             self._notify_view(result.added, result.anchor_shift, longest)
         else:
-            new = len(batches.get(rank, []))
+            new = len(batches[rank][1]) if rank in batches else 0
             if new:
                 shift = -(self.store.rank(rank).dropped - dropped_before)
                 self._notify_view(new, shift, longest)
@@ -384,14 +452,14 @@ class LogsPane(Vertical):
         self._find_error(at + 1 if at is not None else view.top_index)
 
     def _find_error(self, start: int) -> None:
-        lines = list(self.view.source.lines)  # type: ignore[attr-defined]
+        lines = self.view.source.snapshot()  # type: ignore[attr-defined]
         self._generation += 1
         self.message = "searching for the first error…" if start == 0 else "searching for the next error…"
         self._show_status()
         self._search(lines, start, self._generation)
 
     @work(thread=True, exclusive=True, group="logs-search")
-    def _search(self, lines: list[LogLine | None], start: int, generation: int) -> None:
+    def _search(self, lines: Sequence[LogLine | None], start: int, generation: int) -> None:
         index = self.signatures.first_failure(lines, start)
         self.post_message(ErrorFound(lines[index] if index is not None else None, index or 0, generation))
 
@@ -416,7 +484,8 @@ class LogsPane(Vertical):
     def action_save(self, full: bool) -> None:
         what = "all" if full else (self.tab if self.filter is None else f"{self.tab}-filtered")
         default = f"r37-logs-{what}-{time.strftime('%Y%m%d-%H%M%S')}.log"
-        lines: list[LogLine | None] = list(self.store.merged if full else self.view.source.lines)  # type: ignore[attr-defined]
+        lines: Sequence[LogLine | None] = (self.store.merged.snapshot() if full
+                                           else self.view.source.snapshot())  # type: ignore[attr-defined]
 
         def chosen(path: str | None) -> None:
             if not path:
@@ -431,7 +500,7 @@ class LogsPane(Vertical):
         self.app.push_screen(SavePrompt(default, len(lines), full), chosen)
 
     @work(thread=True, group="logs-save")
-    def _save(self, lines: list[LogLine | None], path: str, overwrite: bool) -> None:
+    def _save(self, lines: Sequence[LogLine | None], path: str, overwrite: bool) -> None:
         try:
             n = save_lines(path, lines, overwrite=overwrite)
         except FileExistsError:
@@ -512,16 +581,16 @@ class StatusLine(Widget):
         return self._text
 
 
-def _locate(lines: deque[LogLine | None], line: LogLine, hint: int) -> int | None:
-    """Where `line` (the same object) is now: near `hint`, moved by lines added or dropped since."""
+def _locate(lines: Sequence[LogLine | None], line: LogLine, hint: int) -> int | None:
+    """Where `line` (an equal line) is now: near `hint`, moved by lines added or dropped since."""
     n = len(lines)
-    if 0 <= hint < n and lines[hint] is line:
+    if 0 <= hint < n and lines[hint] == line:
         return hint
     for i in range(min(hint, n - 1), -1, -1):
-        if lines[i] is line:
+        if lines[i] == line:
             return i
     for i in range(min(hint, n - 1) + 1, n):
-        if lines[i] is line:
+        if lines[i] == line:
             return i
     return None
 

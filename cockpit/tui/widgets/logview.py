@@ -69,6 +69,12 @@ class LogView(ScrollView, can_focus=True):
         self._rows: list[Strip] = []
         self._version = 0
         self.frames = 0  # windows rendered (a frame of this widget), for the benchmark
+        self.drawn_version = -1  # the content version the last rendered window showed
+
+    @property
+    def version(self) -> int:
+        """Bumped by every change of content or options (a frame showing it has drawn_version >= it)."""
+        return self._version
 
     # ---- content -----------------------------------------------------------------------------------
 
@@ -183,6 +189,7 @@ class LogView(ScrollView, can_focus=True):
         if key != self._cache_key:
             self._rows = self._render_rows(width, self.size.height)
             self._cache_key = key
+            self.drawn_version = self._version
         return self._rows[y] if y < len(self._rows) else Strip.blank(width)
 
     def _render_rows(self, width: int, height: int) -> list[Strip]:
@@ -235,7 +242,7 @@ class LogView(ScrollView, can_focus=True):
         else:
             segments.append(Segment(text, style))
         strip = Strip(segments)
-        return strip.apply_style(MARK_STYLE) if line is self.marked else strip
+        return strip.apply_style(MARK_STYLE) if line == self.marked else strip
 
 
 def _highlighted(text: str, flt: LineFilter, style: Style | None) -> list[Segment]:
