@@ -57,8 +57,9 @@ class CockpitApp(App[None]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "keys", "Keys", id="app.keys", key_display="?"),
-        *[Binding(label.split()[0], f"show_pane('{pid}')", label.split(maxsplit=1)[1], id=f"pane.{pid}",
-                  show=False) for pid, label, _ in PANES],
+        # N switches panes; alt+N too, which also works while typing in a text field (the chat line)
+        *[Binding(f"{label.split()[0]},alt+{label.split()[0]}", f"show_pane('{pid}')",
+                  label.split(maxsplit=1)[1], id=f"pane.{pid}", show=False) for pid, label, _ in PANES],
     ]
 
     def __init__(self, config: ClusterConfig, config_path: Path | None = None, *, connect: bool = True,
@@ -125,8 +126,8 @@ class CockpitApp(App[None]):
             self._api_label = ("API ready", "bold green")
         elif state == "engine_dead":
             self._api_label = ("API: engine dead", "bold red")
-        else:
-            self._api_label = (f"API {str(state or 'not ready').replace('_', ' ')}", "yellow")
+        else:  # booting, tunnel down, refused: one label, so two panes' probes never make it flicker
+            self._api_label = ("API not ready", "yellow")
         self._refresh_header()
 
     def _refresh_header(self) -> None:
@@ -139,11 +140,17 @@ class CockpitApp(App[None]):
         self.call_after_refresh(self._focus_pane, pane_id)
 
     def _focus_pane(self, pane_id: str) -> None:
-        """Keys go to the pane just shown: unless the pane focused something itself, its first focusable."""
-        pane = self.query_one(f"#{pane_id}", TabPane)
-        if self.focused is not None and pane in self.focused.ancestors:
+        """Keys go to the pane just shown: its `FOCUS` widget if it names one (a pane you type into),
+        else whatever it focused itself, else its first focusable widget."""
+        tab = self.query_one(f"#{pane_id}", TabPane)
+        pane = next(iter(tab.children), None)
+        selector = getattr(pane, "FOCUS", None)
+        if pane is not None and selector:
+            pane.query_one(selector).focus()
             return
-        for widget in pane.query("*"):
+        if self.focused is not None and tab in self.focused.ancestors:
+            return
+        for widget in tab.query("*"):
             if widget.focusable:
                 widget.focus()
                 return

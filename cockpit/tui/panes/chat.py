@@ -113,6 +113,8 @@ class ConfirmOverwrite(ModalScreen[bool]):
 class ChatPane(Vertical):
     """Status line, settings line, transcript, and the prompt input."""
 
+    FOCUS = "#chat-input"  # shown → typing goes to the message line (digits too, not pane keys)
+
     BINDINGS = [
         Binding("escape", "stop", "Stop", id="chat.stop"),
         Binding("ctrl+t", "toggle_thinking", "Thinking", id="chat.thinking"),

@@ -1,0 +1,27 @@
+"""Pane switching: number keys, alt+number while typing, and focus landing where the operator types."""
+
+from __future__ import annotations
+
+from textual.widgets import Input, TabbedContent
+
+from cockpit.tui.app import CockpitApp
+
+
+async def test_chat_gets_the_keyboard_and_alt_digit_leaves(fixed_config) -> None:
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        tabs = app.query_one(TabbedContent)
+        assert tabs.active == "hosts"
+        await pilot.press("7")
+        await pilot.pause(0.2)
+        assert tabs.active == "chat"
+        assert isinstance(app.focused, Input) and app.focused.id == "chat-input"
+        await pilot.press("1", "0")  # typed into the message line, not pane keys
+        await pilot.pause(0.2)
+        assert tabs.active == "chat" and app.focused.value == "10"
+        await pilot.press("alt+2")
+        await pilot.pause(0.2)
+        assert tabs.active == "preflight"
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        assert tabs.active == "hosts"
