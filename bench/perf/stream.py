@@ -14,7 +14,10 @@ stall of a loaded machine, so the engine's per-request timings (`/metrics` histo
 `time_to_first_token_seconds`, `request_decode_time_seconds`, read before and after each request) are
 also reported: client minus engine is the client's own measurement error.
 
-    python bench/perf/stream.py [--speed 4] [--requests 6] [--max-tokens 800] [--json]
+    python bench/perf/stream.py [--speed 4] [--requests 6] [--max-tokens 800] [--loop uvloop] [--json]
+
+``--loop uvloop`` runs the client on uvloop, as the headless ``chat`` and ``smoke`` commands do (the
+Textual app runs on asyncio's default loop).
 
 Targets: |error| <= 1 %, <= 50 us CPU per token.
 """
@@ -191,6 +194,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "url": url,
         "speed": args.speed,
+        "loop": args.loop,
         "requests": rows,
         "tokens": tokens,
         "cpu_us_per_token": cpu_us,
@@ -219,9 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=400)
     p.add_argument("--filler-repeats", type=int, default=250, help="filler sentences in the long prompt")
     p.add_argument("--url", help="use a running simulated engine instead of starting one")
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                   help="event loop of the client (uvloop: as the chat/smoke commands run)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    out = asyncio.run(run(args))
+    if args.loop == "uvloop":
+        import uvloop
+
+        out = uvloop.run(run(args))
+    else:
+        out = asyncio.run(run(args))
     if args.json:
         print(json.dumps(out, indent=2))
     else:

@@ -32,7 +32,7 @@ from cockpit.api.chat import EFFORT_LEVELS
 from cockpit.api.endpoint import ApiEndpoint, EndpointDown, EndpointStatus, rank0_fleet_connected
 from cockpit.api.smoke import all_passed
 from cockpit.api.stream import ChatResult, StreamStats
-from cockpit.cli.common import CliError, add_json, load, print_json, run_async
+from cockpit.cli.common import CliError, add_json, load, print_json, run_async_fast
 from cockpit.hosts import Fleet
 
 EXIT_STREAM_FAILED = 1
@@ -284,7 +284,7 @@ async def chat_main(args: argparse.Namespace, session: ChatSession) -> int:
 
 def run_chat(args: argparse.Namespace) -> int:
     session = build_session(args)
-    return run_async(chat_main(args, session))
+    return run_async_fast(chat_main(args, session))
 
 
 # --- smoke -----------------------------------------------------------------------------------------
@@ -323,7 +323,7 @@ def _print_step(step: SmokeStep, as_json: bool) -> None:
 
 
 def run_smoke_cmd(args: argparse.Namespace) -> int:
-    steps = run_async(smoke_main(args))
+    steps = run_async_fast(smoke_main(args))
     passed = all_passed(steps)
     if args.json:
         print_json({"passed": passed, "steps": [step_dict(s) for s in steps]})

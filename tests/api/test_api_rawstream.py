@@ -1,0 +1,150 @@
+"""The lean streaming path (cockpit.api.rawstream): chunked decoding, body framings, reuse, request bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from apifakes import split_events, stream_bytes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_api_sse import split_at
+
+from cockpit.api.chat import ChatRequest
+from cockpit.api.client import ApiClient
+from cockpit.api.errors import ApiError
+from cockpit.api.rawstream import ChunkedDecoder, supports
+from cockpit.api.stream import ChatEvent, Finished, StreamError
+
+REQ = ChatRequest([{"role": "user", "content": "Write two sentences about the ocean."}])
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+
+
+def chunked(pieces: list[bytes]) -> bytes:
+    """Chunked framing with an extension on every size line and a trailer."""
+    out = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(p), p) for p in pieces if p)
+    return out + b"0\r\nX-Trailer: yes\r\n\r\n"
+
+
+@settings(max_examples=100, deadline=None)
+@given(name=st.sampled_from(["plain_multitoken", "unicode", "tool_call_split"]),
+       cuts=st.lists(st.integers(min_value=0), max_size=30))
+def test_chunked_decoder_split_anywhere(name: str, cuts: list[int]) -> None:
+    payload = stream_bytes(name)
+    dec = ChunkedDecoder()
+    out = b"".join(dec.feed(piece) for piece in split_at(chunked(split_events(payload)), cuts))
+    assert out == payload and dec.finished
+
+
+def test_chunked_decoder_rejects_bad_framing() -> None:
+    with pytest.raises(ApiError) as info:
+        ChunkedDecoder().feed(b"zz\r\nhello\r\n")
+    assert info.value.kind == "protocol_error"
+    with pytest.raises(ApiError):
+        ChunkedDecoder().feed(b"5\r\nhelloXX0\r\n\r\n")
+
+
+def test_supports_plain_http_only() -> None:
+    assert supports("http://127.0.0.1:8000") and supports("http://gw.lan/prefix")
+    assert not supports("https://gateway.example/v1") and not supports("unix:///tmp/sock")
+
+
+class RawServer:
+    """Answers each request on a connection with ``respond(n)`` bytes; records requests and connections."""
+
+    def __init__(self, respond: Callable[[int], bytes], close_after: bool = False) -> None:
+        self.respond = respond
+        self.close_after = close_after
+        self.requests: list[bytes] = []
+        self.connections = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                self.requests.append(head + await reader.readexactly(length))
+                writer.write(self.respond(len(self.requests)))
+                await writer.drain()
+                if self.close_after:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(server: RawServer, userinfo: str = "") -> AsyncIterator[ApiClient]:
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    client = ApiClient(f"http://{userinfo}127.0.0.1:{port}/pre")
+    try:
+        async with srv:
+            yield client
+    finally:
+        await client.aclose()
+
+
+async def collect(client: ApiClient) -> list[ChatEvent]:
+    async with client.chat_stream(REQ) as stream:
+        return [ev async for ev in stream]
+
+
+def sse_chunked(n: int) -> bytes:
+    """A recorded stream, one chunk per event."""
+    body = chunked(split_events(stream_bytes("plain_multitoken")))
+    return SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + body
+
+
+async def test_request_is_one_write_with_headers_and_auth() -> None:
+    server = RawServer(sse_chunked)
+    async with serving(server, "op:s%40cret@") as client:
+        fin = (await collect(client))[-1]
+    assert isinstance(fin, Finished) and fin.result.usage and fin.result.usage.completion_tokens == 26
+    (req,) = server.requests
+    head, _, body = req.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST /pre/v1/chat/completions HTTP/1.1"
+    assert "Accept: text/event-stream" in lines and "User-Agent: r37-cockpit" in lines
+    assert "Content-Type: application/json" in lines and f"Content-Length: {len(body)}" in lines
+    assert f"Authorization: Basic {base64.b64encode(b'op:s@cret').decode()}" in lines
+    assert any(line.startswith("Host: 127.0.0.1:") for line in lines)
+    assert b'"stream":true' in body
+
+
+async def test_finished_connection_is_reused_and_a_closed_one_replaced() -> None:
+    server = RawServer(sse_chunked)
+    async with serving(server) as client:
+        for _ in range(3):
+            assert isinstance((await collect(client))[-1], Finished)
+    assert server.connections == 1 and len(server.requests) == 3
+    closing = RawServer(sse_chunked, close_after=True)  # the server drops each connection after one answer
+    async with serving(closing) as client:
+        for _ in range(3):
+            assert isinstance((await collect(client))[-1], Finished)
+    assert closing.connections == 3
+
+
+@pytest.mark.parametrize("framing", ["length", "close"])
+async def test_content_length_and_until_close_bodies(framing: str) -> None:
+    payload = stream_bytes("unicode")
+    head = SSE_HEAD + (b"Content-Length: %d\r\n\r\n" % len(payload) if framing == "length" else b"\r\n")
+    server = RawServer(lambda n: head + payload, close_after=True)
+    async with serving(server) as client:
+        fin = (await collect(client))[-1]
+    assert isinstance(fin, Finished) and fin.result.content == "Océan 🌊 海 — ∞"
+
+
+async def test_drop_inside_chunked_body_keeps_the_partial_answer() -> None:
+    events = split_events(stream_bytes("plain_multitoken"))
+    cut = chunked(events)[: len(chunked(events[:3])) - 5]  # inside the framing, before the last chunk
+    server = RawServer(lambda n: SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + cut, close_after=True)
+    async with serving(server) as client:
+        err = (await collect(client))[-1]
+    assert isinstance(err, StreamError) and err.kind == "unreachable" and "dropped" in err.message
+    assert err.partial is not None and err.partial.content.startswith("The ocean")
