@@ -276,7 +276,8 @@ class LogsPane(Vertical):
     def flush(self, *, now: bool = False) -> None:
         """Move what the readers queued into the store and the view (the 50 ms timer); `now`: render
         at once rather than at the next RENDER_EVERY tick."""
-        batches = take_slice(self._incoming, MAX_PER_FLUSH)
+        # bounded per tick; a backlog (a long history dumped at start) drains in a few ticks, not lost
+        batches = take_slice(self._incoming, max(MAX_PER_FLUSH, self.queued // 4))
         for rank, inbox in self._incoming.items():
             if inbox.lost:  # the reader outran the pane: the oldest queued lines were dropped
                 self.store.rank(rank).note_skipped(inbox.lost)
