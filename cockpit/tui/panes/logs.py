@@ -160,6 +160,8 @@ class ErrorFound(Message):
 class LogsPane(Vertical):
     """Tabs (merged, r0…rN), the log view, a filter line and a status line."""
 
+    FOCUS = "#logs-view"  # the app focuses the log view when this pane is shown (its keys work at once)
+
     DEFAULT_CSS = """
     LogsPane { height: 1fr; }
     LogsPane #logs-tabs { height: 2; }
