@@ -156,7 +156,7 @@ async def in_process(rates: list[int], step_seconds: float, million: int,
     async with app.run_test(size=(160, 45)) as pilot:
         app.action_show_pane("logs")
         await pilot.pause(0.3)
-        if gc_freeze:  # what an app-level `gc.freeze()` after start-up would do (not in the app today)
+        if gc_freeze:  # the app freezes its start-up objects itself now; this repeats it (no-op)
             gc.collect()
             gc.freeze()
         pane = app.query_one(LogsPane)

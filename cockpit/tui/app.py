@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 from collections.abc import Iterable
@@ -89,6 +90,13 @@ class CockpitApp(App[None]):
             self.fleet.subscribe(lambda status: self.post_message(HostStatusChanged(status)))
             self.fleet.start()
         self.set_interval(1.0, self._tick)
+        self.call_after_refresh(self._freeze_startup_objects)
+
+    def _freeze_startup_objects(self) -> None:
+        """Widgets and modules live as long as the app: keep them out of full GC passes, which otherwise
+        stall the UI ~90 ms every second or so under a log flood (bench/perf/logs.py --gc-freeze)."""
+        gc.collect()
+        gc.freeze()
 
     async def on_unmount(self) -> None:
         await self.fleet.close()
@@ -102,6 +110,8 @@ class CockpitApp(App[None]):
         self._refresh_header()
 
     def _tick(self) -> None:
+        if not self.is_running:
+            return
         pane = self.query_one(HostsPane)
         for status in pane.statuses:
             if not status.connected:
