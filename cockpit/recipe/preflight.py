@@ -29,6 +29,7 @@ from cockpit.recipe.checks import (
 from cockpit.recipe.parsers import Section, split_sections
 
 BATCH_TIMEOUT = 90.0
+BATCH_CHANNELS = 2       # channels per host for the batched reads (OpenSSH allows 10 sessions)
 PROBE_TIMEOUT = 10.0
 
 
@@ -144,12 +145,18 @@ class _Run:
             parts.update(c.commands(self.cfg, host.rank))
         secs: dict[str, Section] = {}
         if parts:
+            # A few channels side by side (each a framed batch) instead of one long sequence: the
+            # reads are independent, and hosts answer them in parallel.
+            items = list(parts.items())
+            groups = [items[i::BATCH_CHANNELS] for i in range(min(BATCH_CHANNELS, len(items)))]
             try:
-                res = await host.run(sections(list(parts.items()), self.marker), timeout=BATCH_TIMEOUT)
+                results = await asyncio.gather(*(
+                    host.run(sections(group, self.marker), timeout=BATCH_TIMEOUT) for group in groups))
             except (HostUnavailable, CommandTimeout) as exc:
                 self.unknown_all(host.rank, checks, f"no answer: {exc}", "re-run once the host answers")
                 return
-            secs = split_sections(res.stdout + res.stderr, self.marker)
+            for res in results:
+                secs.update(split_sections(res.stdout + res.stderr, self.marker))
         self.sections.setdefault(host.rank, {}).update(secs)
         probe = Probe(self.cfg, host.rank, secs)
         for c in checks:

@@ -11,11 +11,8 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import signal
-import subprocess
 import sys
-import tarfile
 import time
 
 from cockpit.sim.tools import _docker, _gotemplate, _host
@@ -419,6 +416,8 @@ def cmd_image(args: list[str]) -> int:
 
 
 def cmd_load(args: list[str]) -> int:
+    import tarfile  # only here: start-up cost matters, every stand-in call is a new process
+
     path = _opt(args, "-i", "--input")
     _flag(args, "-q", "--quiet")
     try:
@@ -590,6 +589,9 @@ def _mount(spec_: str) -> dict:
 
 
 def cmd_run(args: list[str]) -> int:
+    import secrets
+    import subprocess
+
     vals, bools, image_ref, cmd = parse_run(args)
     detach = bool(bools & {"-d", "--detach", "-dit", "-itd"})
     name = (_get(vals, "--name") or [None])[-1]
