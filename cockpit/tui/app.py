@@ -147,7 +147,7 @@ class CockpitApp(App[None]):
 
     def action_show_pane(self, pane_id: str) -> None:
         self.query_one(TabbedContent).active = pane_id
-        self.call_after_refresh(self._focus_pane, pane_id)
+        self._focus_pane(pane_id)  # now, not after a refresh: nothing may land on the old pane meanwhile
 
     def _focus_pane(self, pane_id: str) -> None:
         """Keys go to the pane just shown: its `FOCUS` widget if it names one (a pane you type into),

@@ -39,6 +39,7 @@ def app_with(fixed_config, events: list[SetupEvent]) -> tuple[CockpitApp, object
         for ev in events:
             pane.apply(ev)
         await pilot.pause()
+        await pilot.pause(0.3)  # let deferred focus and refresh settle, also on a loaded machine
 
     return app, before
 
