@@ -27,16 +27,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from cockpit.api import ApiClient, ChatRequest, Finished, StreamError
+from cockpit.sim.engine.spawn import free_port, spawn_ready
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_TARGET_US = 50.0
@@ -45,31 +43,9 @@ SHORT_PROMPT = "Write a long essay about the ocean."
 FILLER = "The tide comes in and goes out along the quiet harbour wall every day. "
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_engine(port: int, speed: float) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    argv = [
-        sys.executable,
-        "-m",
-        "cockpit.sim.engine",
-        "serve-ready",
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--speed",
-        str(speed),
-        "--jitter",
-        "0",
-        "--idle-factor",
-        "1.0",
-    ]
-    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    """The engine with no jitter and no idle boost, so the schedule is the ground truth."""
+    return spawn_ready(port, "--speed", str(speed), "--jitter", "0", "--idle-factor", "1.0")
 
 
 async def wait_ready(client: ApiClient, proc: subprocess.Popen[bytes] | None, timeout: float = 30) -> None:

@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
 import re
 import struct
 import subprocess
-import sys
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from apifakes import free_port
 
 from cockpit.api.chat import ChatSession, ChatSettings
 from cockpit.api.client import ApiClient
 from cockpit.api.smoke import WEATHER_TOOL, all_passed, run_smoke
 from cockpit.api.stream import ChatEvent, ContentDelta, Finished, ReasoningDelta, StreamError
 from cockpit.constants import SERVED_MODEL
+from cockpit.sim.engine.spawn import free_port, spawn_ready
 
 ENGINE_MISSING = importlib.util.find_spec("cockpit.sim.engine.__main__") is None
 ENGINE_MISSING_REASON = "the simulated engine module cockpit.sim.engine.__main__ has not landed yet"
@@ -44,32 +42,12 @@ async def engine(tmp_path: Path) -> AsyncIterator[ApiClient]:
     if ENGINE_MISSING:
         pytest.skip(ENGINE_MISSING_REASON)
     port = free_port()
-    log = (tmp_path / "engine.log").open("wb")
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cockpit.sim.engine",
-            "serve-ready",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--speed",
-            "5",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd=tmp_path,
-    )
+    proc = spawn_ready(port, "--speed", "5", log=tmp_path / "engine.log", cwd=tmp_path)
     client = ApiClient(f"http://127.0.0.1:{port}")
     try:
         try:
             await _wait_ready(client, proc)
         except RuntimeError as exc:
-            log.flush()
             pytest.fail(f"{exc}; log:\n{(tmp_path / 'engine.log').read_text()[-3000:]}")
         yield client
     finally:
@@ -80,7 +58,6 @@ async def engine(tmp_path: Path) -> AsyncIterator[ApiClient]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.close()
 
 
 async def stream(client: ApiClient, session: ChatSession, **overrides: object) -> list[ChatEvent]:

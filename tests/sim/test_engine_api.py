@@ -5,12 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
-import socket
 import struct
 import subprocess
-import sys
-import time
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,6 +15,8 @@ import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from cockpit.sim.engine.spawn import start_ready
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "deepseek-v4.1-flash"
@@ -52,41 +50,9 @@ TOOLS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_engine(tmp: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cockpit.sim.engine",
-            "serve-ready",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            *extra,
-        ],
-        stdout=(tmp / "engine.log").open("wb"),
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("engine did not come up: " + (tmp / "engine.log").read_text())
+    """`serve-ready` in a subprocess; returns it and its base URL once /health answers."""
+    return start_ready(tmp / "engine.log", *extra)
 
 
 @pytest.fixture(scope="module")

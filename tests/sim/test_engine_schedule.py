@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ from hypothesis import strategies as st
 
 from cockpit.sim.engine import schedule_info, tokens
 from cockpit.sim.engine.schedule import Schedule
+from cockpit.sim.engine.spawn import start_ready
 
 REPO = Path(__file__).resolve().parents[2]
 SCALE = 0.4
@@ -55,41 +54,9 @@ def test_tokenizer_density() -> None:
     assert 1.0 <= n / len(text.split()) <= 1.6
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_engine(tmp: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
     """`serve-ready` in a subprocess; returns it and its base URL once /health answers."""
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cockpit.sim.engine",
-            "serve-ready",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            *extra,
-        ],
-        stdout=(tmp / "engine.log").open("wb"),
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("engine did not come up: " + (tmp / "engine.log").read_text())
+    return start_ready(tmp / "engine.log", *extra)
 
 
 @pytest.fixture(scope="module")
