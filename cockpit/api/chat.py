@@ -205,11 +205,10 @@ def validate_tools(tools: Any, *, source: str) -> list[dict[str, Any]]:
     return out
 
 
-def load_tools(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read a JSON file of OpenAI function tools (a list, or ``{"tools": [...]}``), validated."""
-    p = Path(path).expanduser()
+def read_json_file(p: Path) -> Any:
+    """A JSON file's content; every way it can fail is a ``FileInputError`` naming the file and reason."""
     try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileInputError(p, "no such file") from None
     except OSError as exc:
@@ -218,6 +217,12 @@ def load_tools(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise FileInputError(p, "not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise FileInputError(p, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+
+
+def load_tools(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read a JSON file of OpenAI function tools (a list, or ``{"tools": [...]}``), validated."""
+    p = Path(path).expanduser()
+    raw = read_json_file(p)
     if isinstance(raw, dict) and "tools" in raw:
         raw = raw["tools"]
     try:
@@ -416,18 +421,7 @@ class ChatSession:
     def load(cls, path: str | os.PathLike[str]) -> ChatSession:
         """Read a file written by :meth:`save`; a bad file raises ``FileInputError`` naming the reason."""
         p = Path(path).expanduser()
-        try:
-            raw = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise FileInputError(p, "no such file") from None
-        except OSError as exc:
-            raise FileInputError(p, f"cannot read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise FileInputError(p, "not UTF-8 text") from None
-        except json.JSONDecodeError as exc:
-            raise FileInputError(
-                p, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-            ) from None
+        raw = read_json_file(p)
         try:
             return cls._from_json(raw)
         except ChatInputError as exc:
