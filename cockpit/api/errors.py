@@ -40,7 +40,8 @@ class ApiError(Exception):
         return f"ApiError(kind={self.kind!r}, message={self.message!r}, status={self.status!r})"
 
 
-def _refused(exc: BaseException) -> bool:
+def is_refused(exc: BaseException) -> bool:
+    """True if ``exc`` (or an exception it was raised from) is a refused connection."""
     seen: set[int] = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
@@ -53,28 +54,46 @@ def _refused(exc: BaseException) -> bool:
     return False
 
 
+def connect_timed_out(url: str) -> ApiError:
+    """Nothing answered the connect in time."""
+    return ApiError("unreachable", f"no answer connecting to {url} (connect timeout)", REMEDY_REFUSED)
+
+
+def connect_failed(url: str, exc: BaseException) -> ApiError:
+    """The connect failed: refused (booting or tunnel down) or another socket error."""
+    if is_refused(exc):
+        return ApiError(
+            "unreachable", f"not ready (booting or tunnel down): connection refused at {url}", REMEDY_REFUSED
+        )
+    return ApiError("unreachable", f"cannot connect to {url}: {exc}", REMEDY_REFUSED)
+
+
+def closed_without_response(url: str) -> ApiError:
+    """The server accepted the connection and closed it before answering."""
+    return ApiError(
+        "not_ready", f"not ready: {url} closed the connection without a response", REMEDY_NOT_READY
+    )
+
+
+def dropped(url: str, detail: object) -> ApiError:
+    """The connection broke in the middle of a response."""
+    return ApiError("unreachable", f"connection to {url} dropped: {detail}", REMEDY_REFUSED)
+
+
 def from_transport(exc: httpx.HTTPError, url: str) -> ApiError:
     """Map an httpx transport exception to an :class:`ApiError`."""
     if isinstance(exc, httpx.ConnectTimeout):
-        return ApiError("unreachable", f"no answer connecting to {url} (connect timeout)", REMEDY_REFUSED)
+        return connect_timed_out(url)
     if isinstance(exc, httpx.TimeoutException):
         return ApiError(
             "timeout", f"{url}: {type(exc).__name__} ({exc or 'no data in time'})", REMEDY_TIMEOUT
         )
     if isinstance(exc, httpx.ConnectError):
-        if _refused(exc):
-            return ApiError(
-                "unreachable",
-                f"not ready (booting or tunnel down): connection refused at {url}",
-                REMEDY_REFUSED,
-            )
-        return ApiError("unreachable", f"cannot connect to {url}: {exc}", REMEDY_REFUSED)
+        return connect_failed(url, exc)
     if isinstance(exc, httpx.RemoteProtocolError) and "without sending" in str(exc):
-        return ApiError(
-            "not_ready", f"not ready: {url} closed the connection without a response", REMEDY_NOT_READY
-        )
+        return closed_without_response(url)
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
-        return ApiError("unreachable", f"connection to {url} dropped: {exc}", REMEDY_REFUSED)
+        return dropped(url, exc)
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
         return ApiError("unreachable", f"bad API URL {url!r}: {exc}", "Use http://HOST:PORT (see --api-url).")
     return ApiError("protocol_error", f"{url}: {type(exc).__name__}: {exc}", REMEDY_PROTOCOL)

@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import errno
 import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from urllib.parse import unquote, urlsplit
 
-from cockpit.api.errors import REMEDY_NOT_READY, REMEDY_PROTOCOL, REMEDY_REFUSED, REMEDY_TIMEOUT, ApiError
+from cockpit.api.errors import (
+    REMEDY_PROTOCOL,
+    REMEDY_TIMEOUT,
+    ApiError,
+    closed_without_response,
+    connect_failed,
+    connect_timed_out,
+    dropped,
+)
 
 READ_SIZE = 64 * 1024
 MAX_HEAD_BYTES = 64 * 1024
@@ -121,7 +128,7 @@ class RawResponse:
             while not dec.finished:
                 data = await read()
                 if not data:
-                    raise _dropped(self._url, "closed inside a chunked body")
+                    raise dropped(self._url, "closed inside a chunked body")
                 payload = dec.feed(data)
                 if payload:
                     yield payload
@@ -133,7 +140,7 @@ class RawResponse:
             while left > 0:
                 data = await read()
                 if not data:
-                    raise _dropped(self._url, f"closed with {left} body bytes missing")
+                    raise dropped(self._url, f"closed with {left} body bytes missing")
                 left -= len(data)
                 yield data
         else:
@@ -141,10 +148,6 @@ class RawResponse:
             while data := await read():
                 yield data
         self.complete = True
-
-
-def _dropped(url: str, detail: str) -> ApiError:
-    return ApiError("unreachable", f"connection to {url} dropped: {detail}", REMEDY_REFUSED)
 
 
 class _ReadTimeout(Exception):
@@ -200,7 +203,7 @@ class _Conn:
         except _ReadTimeout:
             raise self._timed_out() from None
         except OSError as exc:
-            raise _dropped(self.url, str(exc) or type(exc).__name__) from None
+            raise dropped(self.url, str(exc) or type(exc).__name__) from None
         finally:
             self._waiting_since = None
 
@@ -212,7 +215,7 @@ class _Conn:
         except asyncio.IncompleteReadError as exc:
             if not exc.partial:
                 raise _Closed from None
-            raise _dropped(self.url, "closed inside the response headers") from None
+            raise dropped(self.url, "closed inside the response headers") from None
         except asyncio.LimitOverrunError:
             raise _protocol(f"{self.url}: response headers larger than {MAX_HEAD_BYTES} bytes") from None
         except _ReadTimeout:
@@ -220,7 +223,7 @@ class _Conn:
         except ConnectionResetError:
             raise _Closed from None
         except OSError as exc:
-            raise _dropped(self.url, str(exc) or type(exc).__name__) from None
+            raise dropped(self.url, str(exc) or type(exc).__name__) from None
         finally:
             self._waiting_since = None
 
@@ -288,19 +291,9 @@ class RawStreamer:
             async with asyncio.timeout(self._connect_timeout):
                 reader, writer = await asyncio.open_connection(self._host, self._port, limit=MAX_HEAD_BYTES)
         except TimeoutError:
-            raise ApiError(
-                "unreachable", f"no answer connecting to {url} (connect timeout)", REMEDY_REFUSED
-            ) from None
+            raise connect_timed_out(url) from None
         except OSError as exc:
-            if isinstance(exc, ConnectionRefusedError) or exc.errno == errno.ECONNREFUSED or (
-                "connect call failed" in str(exc).lower()
-            ):
-                raise ApiError(
-                    "unreachable",
-                    f"not ready (booting or tunnel down): connection refused at {url}",
-                    REMEDY_REFUSED,
-                ) from None
-            raise ApiError("unreachable", f"cannot connect to {url}: {exc}", REMEDY_REFUSED) from None
+            raise connect_failed(url, exc) from None
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -349,10 +342,7 @@ class RawStreamer:
                 try:
                     resp = await self._send(conn, request)
                 except _Closed:
-                    raise ApiError(
-                        "not_ready", f"not ready: {url} closed the connection without a response",
-                        REMEDY_NOT_READY,
-                    ) from None
+                    raise closed_without_response(url) from None
             yield resp
         finally:
             if conn is not None:
