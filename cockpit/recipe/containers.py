@@ -190,17 +190,6 @@ def stop_argv(ref: str) -> list[str]:
     return ["docker", "stop", ref]
 
 
-def logs_argv(name: str, *, follow: bool, since: str | None = None, tail: int | None = None) -> list[str]:
-    argv = ["docker", "logs", "-t"]
-    if follow:
-        argv.append("-f")
-    if since:
-        argv += ["--since", since]
-    if tail is not None:
-        argv += ["--tail", str(tail)]
-    return [*argv, name]
-
-
 def image_id_argv(image: str) -> list[str]:
     return ["docker", "image", "inspect", image, "--format", "{{.Id}}"]
 

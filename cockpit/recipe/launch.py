@@ -39,6 +39,7 @@ from cockpit.recipe.phases import (
     match_progress,
     starts_traceback,
 )
+from cockpit.telemetry.logs import logs_command
 
 CONTEXT_LINES = 400          # lines kept per rank for a failure's context (≥ 250 required)
 CAUSE_CONTEXT = 300          # lines shown before a cause line
@@ -600,7 +601,7 @@ class Launcher:
                 resume_after = tl.last_log_time
                 since = dk.rfc3339(resume_after) if resume_after is not None else None
                 # 2>&1 on the host: docker writes both streams in time order into one pipe
-                cmd = command(dk.logs_argv(ref, follow=state.running, since=since), merge_stderr=True)
+                cmd = logs_command(ref, follow=state.running, since=since)
                 async for raw in host.stream(cmd):
                     at, text = dk.split_log_line(raw)
                     if at is not None and resume_after is not None and at <= resume_after:
@@ -731,7 +732,7 @@ async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None
         try:
             state = await inspect_container(fleet, rank, name)
             if state is not None:
-                logs = command(dk.logs_argv(name, follow=False, tail=STATUS_TAIL), merge_stderr=True)
+                logs = logs_command(name, follow=False, tail=STATUS_TAIL)
                 res = await fleet[rank].run(logs, timeout=30)
                 for raw in res.stdout.splitlines():
                     at, text = dk.split_log_line(raw)
