@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-ZERO_TIME = "0001-01-01T00:00:00Z"
 _HEX_ID = re.compile(r"^[0-9a-f]{64}$")
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
@@ -169,10 +168,6 @@ def container_id_from_output(stdout: str) -> str | None:
         if _HEX_ID.match(line):
             return line
     return None
-
-
-def no_such_container(stderr: str) -> bool:
-    return "No such object" in stderr or "No such container" in stderr
 
 
 # ---- argv of the docker commands (the hosts layer quotes them) ----------------------------------------
