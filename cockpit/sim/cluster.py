@@ -291,11 +291,17 @@ def _terminate(pids: list[int], grace: float = 3.0) -> None:
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        _reap(pids)  # our own child stays a zombie (alive to kill -0) until reaped
         time.sleep(0.05)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-    for pid in pids:  # reap our own children so nothing lingers as a zombie
+    _reap(pids)
+
+
+def _reap(pids: list[int]) -> None:
+    """Collect those of `pids` that are our own exited children, so none lingers as a zombie."""
+    for pid in pids:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
 
