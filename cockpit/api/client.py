@@ -173,14 +173,20 @@ class ApiClient:
         state = "engine_dead" if err.kind == "engine_dead" else "http_error"
         return HealthResult(state, err.message, err.remedy, resp.status_code, dt)
 
-    async def _get_json(self, path: str) -> Any:
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One plain request that answered 200; any other outcome raises :class:`ApiError`."""
         url = self._url(path)
         try:
-            resp = await self._http.get(path)
+            resp = await self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise from_transport(exc, url) from None
         if resp.status_code != 200:
             raise from_status(resp.status_code, resp.content[:_MAX_ERROR_BODY], url)
+        return resp
+
+    async def _get_json(self, path: str) -> Any:
+        url = self._url(path)
+        resp = await self._request("GET", path)
         try:
             return resp.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -206,28 +212,16 @@ class ApiClient:
 
     async def metrics_text(self) -> str:
         """``GET /metrics`` (Prometheus text); raises :class:`ApiError`."""
-        url = self._url("/metrics")
-        try:
-            resp = await self._http.get("/metrics")
-        except httpx.HTTPError as exc:
-            raise from_transport(exc, url) from None
-        if resp.status_code != 200:
-            raise from_status(resp.status_code, resp.content[:_MAX_ERROR_BODY], url)
-        return resp.text
+        return (await self._request("GET", "/metrics")).text
 
     # chat ---------------------------------------------------------------------------------------
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         """Non-streamed chat completion; raises :class:`ApiError`. ``stats`` holds total time only."""
-        url = self._url("/v1/chat/completions")
+        url = self._url(_CHAT_PATH)
         t0 = time.perf_counter()
-        try:
-            resp = await self._http.post("/v1/chat/completions", json=request.to_body(stream=False))
-        except httpx.HTTPError as exc:
-            raise from_transport(exc, url) from None
+        resp = await self._request("POST", _CHAT_PATH, json=request.to_body(stream=False))
         t1 = time.perf_counter()
-        if resp.status_code != 200:
-            raise from_status(resp.status_code, resp.content[:_MAX_ERROR_BODY], url)
         try:
             body = resp.json()
             result = result_from_response(body, None)
