@@ -341,6 +341,12 @@ class ChatPane(Vertical):
             return
         self.send(text)
 
+    def _next_request(self) -> ChatRequest:
+        """The session's next request, with usage in every chunk (live token counts in the turn)."""
+        return self.session.request(
+            extra={"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+        )
+
     def send(self, text: str) -> None:
         """Append a user message and stream the answer (refused while a stream runs)."""
         if self._streaming:
@@ -349,8 +355,7 @@ class ChatPane(Vertical):
         images = self.session.pending_images
         try:
             self.session.add_user(text)
-            request = self.session.request(extra={"stream_options": {"include_usage": True,
-                                                                      "continuous_usage_stats": True}})
+            request = self._next_request()
         except ChatInputError as exc:
             self.notice(str(exc), "red")
             return
@@ -368,8 +373,7 @@ class ChatPane(Vertical):
         self._add(ToolResultTurn(pending[call_id].name, call_id, text))
         self._show_settings()
         if not self.session.pending_tool_calls():
-            self._stream(self.session.request(extra={"stream_options": {"include_usage": True,
-                                                                         "continuous_usage_stats": True}}))
+            self._stream(self._next_request())
 
     @work(exclusive=True, group="chat-stream", exit_on_error=False)
     async def _stream(self, request: ChatRequest) -> None:
