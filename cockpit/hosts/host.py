@@ -8,6 +8,7 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 
 import asyncssh
 
@@ -79,11 +80,9 @@ class Host:
         return True
 
     def _set(self, **changes: object) -> None:
-        fields = {f: getattr(self.status, f) for f in self.status.__dataclass_fields__}
         if "state" in changes and changes["state"] != self.status.state:
             changes.setdefault("since", time.time())
-        fields.update(changes)
-        self.status = HostStatus(**fields)  # type: ignore[arg-type]
+        self.status = replace(self.status, **changes)  # type: ignore[arg-type]
         if self._on_status:
             self._on_status(self.status)
 
