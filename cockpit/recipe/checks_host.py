@@ -8,6 +8,7 @@ import statistics
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts.shell import Cmd
+from cockpit.recipe import containers as dk
 from cockpit.recipe import parsers as P
 from cockpit.recipe.checks import Check, Outcome, Probe, Verdict, differs
 
@@ -254,8 +255,7 @@ RUNTIME = Check("nvidia-runtime", 1, "NVIDIA container runtime", lambda cfg, r: 
 
 def _image_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
     return {"docker.info": DOCKER_INFO,
-            "docker.image": [*TIMEOUT, "docker", "image", "inspect", cfg.runtime.image_tag, "--format",
-                             "{{.Id}}"]}
+            "docker.image": [*TIMEOUT, *dk.image_id_argv(cfg.runtime.image_tag)]}
 
 
 def image_loaded(p: Probe) -> bool | None:

@@ -18,6 +18,7 @@ from cockpit import constants as C
 from cockpit.config import ClusterConfig
 from cockpit.envfile import env_for_rank
 from cockpit.hosts.shell import Cmd, ShellCommand, as_command, command, sections, write_stdin_atomic
+from cockpit.recipe import containers as dk
 from cockpit.recipe import parsers as P
 from cockpit.recipe.checks import Probe, Verdict, majority, ranks_text
 from cockpit.recipe.checks_host import _image_cmds
@@ -237,7 +238,7 @@ def _image_check(want: str) -> Callable[[StepOutput], Checked]:
 
 
 def image_inspect(cfg: ClusterConfig) -> ShellCommand:
-    return command(["docker", "image", "inspect", cfg.runtime.image_tag, "--format", "{{.Id}}"])
+    return command(dk.image_id_argv(cfg.runtime.image_tag))
 
 
 def _plan_runtime(ctx: PlanContext, probe: Probe) -> RankPlan:
