@@ -12,7 +12,7 @@ import json
 import socket
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Self
 
 import httpx
@@ -233,16 +233,7 @@ class ApiClient:
             raise from_status(500, resp.content[:_MAX_ERROR_BODY], url)
         completion = result.usage.completion_tokens if result.usage else None
         stats = StreamStats(t0, None, t1, completion, 1, 0.0, 0.0)
-        return ChatResult(
-            result.content,
-            result.reasoning,
-            result.tool_calls,
-            result.finish_reason,
-            result.usage,
-            stats,
-            result.model,
-            result.id,
-        )
+        return replace(result, stats=stats)
 
     async def chat_streamed(self, request: ChatRequest) -> ChatResult:
         """Stream a request to the end and return its result with full timing; raises :class:`ApiError`."""
