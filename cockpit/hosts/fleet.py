@@ -23,7 +23,7 @@ class Fleet:
         self._listeners: list[Callable[[HostStatus], None]] = []
         self.hosts: dict[int, Host] = {
             h.rank: Host(h, config.ssh, self._status_changed, self.command_log.append)
-            for h in sorted(config.hosts, key=lambda h: h.rank)
+            for h in config.by_rank()
         }
 
     def subscribe(self, listener: Callable[[HostStatus], None]) -> None:
