@@ -16,11 +16,11 @@ from typing import Any
 
 from cockpit.cli.common import CliError, add_json, load, print_json, run_async, table
 from cockpit.config import ClusterConfig
-from cockpit.hosts import Fleet, HostUnavailable, Result
-from cockpit.recipe import containers as dk
+from cockpit.hosts import Fleet, HostUnavailable
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.phases import PHASES, Phase
+from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.stop import execute_stop, plan_stop
 
 EXIT_REFUSED = 3
@@ -117,29 +117,10 @@ def event_text(event: L.LaunchEvent, t0: float) -> str:
 
 async def preflight_gate(fleet: Fleet, cfg: ClusterConfig) -> tuple[list[str], str]:
     """Failures of the preflight that must pass before a launch, and which preflight ran."""
-    try:
-        from cockpit.recipe.preflight import preflight_results
-    except ImportError:
-        return await _minimal_preflight(fleet, cfg), "minimal (image present with the recipe's ID)"
     final = await preflight_results(fleet, cfg)
     fails = [f"rank {r.rank}: {r.title}: {r.value}" + (f" ({r.remedy})" if r.remedy else "")
              for r in final.results if r.verdict.value == "fail"]
     return fails, "full preflight"
-
-
-async def _minimal_preflight(fleet: Fleet, cfg: ClusterConfig) -> list[str]:
-    results = await fleet.run_all(dk.image_id_argv(cfg.runtime.image_tag), timeout=30)
-    fails = []
-    for rank, res in sorted(results.items()):
-        if not isinstance(res, Result):
-            fails.append(f"rank {rank}: {res}")
-        elif not res.ok:
-            fails.append(f"rank {rank}: image {cfg.runtime.image_tag} is not loaded (docker load the runtime "
-                         "archive first)")
-        elif res.stdout.strip() != cfg.runtime.image_id:
-            fails.append(f"rank {rank}: image {cfg.runtime.image_tag} has ID {res.stdout.strip()}, not "
-                         f"{cfg.runtime.image_id}")
-    return fails
 
 
 def stuck_limits(phase_limit: float | None) -> dict[Phase, float]:
