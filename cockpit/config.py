@@ -388,6 +388,12 @@ class HostEntry(Strict):
     cache_path: MountPath | None = None
     recipe_dir: RecipeDir | None = None
 
+    @property
+    def target(self) -> str:
+        """`user@host:port` as the operator would type it (user and port only when set)."""
+        where = self.ssh if self.port is None else f"{self.ssh}:{self.port}"
+        return f"{self.user}@{where}" if self.user else where
+
 
 class ClusterConfig(Strict):
     cluster: ClusterSection = Field(default_factory=ClusterSection)

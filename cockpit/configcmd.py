@@ -68,8 +68,8 @@ def summary(cfg: ClusterConfig) -> str:
     ]
     rows = [["RANK", "SSH TARGET", "FABRIC IP", "IFACE", "HCA", "GID"]]
     for h in cfg.by_rank():
-        target = f"{h.user + '@' if h.user else ''}{h.ssh}{':' + str(h.port) if h.port else ''}"
-        rows.append([str(h.rank), target, h.fabric_ip, h.fabric_iface, ",".join(h.ib_hca), str(h.gid_index)])
+        rows.append([str(h.rank), h.target, h.fabric_ip, h.fabric_iface, ",".join(h.ib_hca),
+                     str(h.gid_index)])
     lines += _table(rows)
     path_rows = [["RANK", "MODEL", "ENGRAM", "CACHE", "RECIPE DIR"]]
     for h in cfg.by_rank():

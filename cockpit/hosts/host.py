@@ -42,8 +42,7 @@ class Host:
         self.entry = entry
         self.rank = entry.rank
         self.ssh = ssh
-        target = entry.ssh if entry.port is None else f"{entry.ssh}:{entry.port}"
-        self.target = f"{entry.user}@{target}" if entry.user else target
+        self.target = entry.target
         self.status = HostStatus(rank=self.rank, target=self.target)
         self._on_status = on_status
         self._on_command = on_command
@@ -107,7 +106,7 @@ class Host:
         """Read the server's host key without authenticating, to show the operator what was refused."""
         try:
             key = await asyncio.wait_for(
-                asyncssh.get_server_host_key(self.entry.ssh, self.entry.port or (), ),
+                asyncssh.get_server_host_key(self.entry.ssh, self.entry.port or ()),
                 self.ssh.connect_timeout)
         except Exception:  # a fingerprint is best effort
             return None

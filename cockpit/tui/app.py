@@ -71,6 +71,7 @@ class CockpitApp(App[None]):
         self.connect = connect
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
+        self._api_label: tuple[str, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="cluster-header")
@@ -82,7 +83,6 @@ class CockpitApp(App[None]):
 
     def on_mount(self) -> None:
         self._apply_ui_settings()
-        self._api_label: tuple[str, str] | None = None
         for key in ("api", "api.endpoint"):
             self.ctx.watch(key, self._api_changed)
         self._refresh_header()
@@ -141,7 +141,7 @@ class CockpitApp(App[None]):
         self._refresh_header()
 
     def _refresh_header(self) -> None:
-        extra = [self._api_label] if getattr(self, "_api_label", None) else []
+        extra = [self._api_label] if self._api_label else []
         self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses,
                                            extra)  # type: ignore[arg-type]
 
