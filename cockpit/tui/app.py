@@ -58,9 +58,11 @@ class CockpitApp(App[None]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "keys", "Keys", id="app.keys", key_display="?"),
-        # N switches panes; alt+N too, which also works while typing in a text field (the chat line)
-        *[Binding(f"{label.split()[0]},alt+{label.split()[0]}", f"show_pane('{pid}')",
-                  label.split(maxsplit=1)[1], id=f"pane.{pid}", show=False) for pid, label, _ in PANES],
+        *[Binding(label.split()[0], f"show_pane('{pid}')", label.split(maxsplit=1)[1],
+                  id=f"pane.{pid}", show=False) for pid, label, _ in PANES],
+        # F1…F8 too, also while typing in a text field (terminals send alt+N as a printable character)
+        *[Binding(f"f{label.split()[0]}", f"show_pane('{pid}')", label.split(maxsplit=1)[1],
+                  id=f"pane.{pid}.fkey", show=False, priority=True) for pid, label, _ in PANES],
     ]
 
     def __init__(self, config: ClusterConfig, config_path: Path | None = None, *, connect: bool = True,
