@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Coroutine
@@ -41,20 +42,40 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
+SHUTDOWN_GRACE = 5.0  # seconds the tasks still running when a command is done get to finish
+
+
+def run_async(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
+    """Run a command's coroutine; with `fast`, on uvloop when installed (~30 % less CPU per token).
+
+    Unlike `asyncio.run`, the tasks still pending at the end (a host connection being torn down, say)
+    get a bounded grace period: a task that ignores its cancellation can never keep the command from
+    exiting after it has printed its result.
+    """
+    loop: asyncio.AbstractEventLoop | None = None
+    if fast:
+        try:
+            import uvloop
+            loop = uvloop.new_event_loop()
+        except ImportError:
+            loop = None
+    loop = loop or asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.wait(pending, timeout=SHUTDOWN_GRACE))
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), SHUTDOWN_GRACE))
+        loop.close()
 
 
 def run_async_fast(coro: Coroutine[Any, Any, T]) -> T:
-    """Like :func:`run_async`, on uvloop when it is installed (~30 % less CPU per streamed token).
-
-    Only for headless commands (``chat``, ``smoke``); the Textual app keeps its own asyncio loop.
-    """
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+    """`run_async` on uvloop: only for headless commands (`chat`, `smoke`); the TUI keeps asyncio."""
+    return run_async(coro, fast=True)
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
