@@ -8,10 +8,11 @@ gateways and every other request use httpx.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Self
 
@@ -36,6 +37,8 @@ HealthState = Literal["ready", "engine_dead", "not_ready", "unreachable", "timeo
 _MAX_ERROR_BODY = 64 * 1024
 _HEADERS = {"User-Agent": "r37-cockpit"}
 _CHAT_PATH = "/v1/chat/completions"
+STREAM_INTERVAL = 0.3
+"""Once an answer's first token is in, its socket is read at most this often (s); see :class:`ApiClient`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +74,12 @@ class ChatStream:
     or cancelling the task) closes the HTTP response, so the server sees the request aborted.
     """
 
-    def __init__(self, gen: AsyncGenerator[ChatEvent, None], acc_holder: list[ChunkAccumulator]) -> None:
+    def __init__(
+        self, gen: AsyncGenerator[list[ChatEvent], None], acc_holder: list[ChunkAccumulator]
+    ) -> None:
         self._gen = gen
         self._acc = acc_holder
+        self._batch: list[ChatEvent] = []  # events of the last read, in reverse order
         self.result: ChatResult | None = None
         self.error: StreamError | None = None
 
@@ -81,7 +87,11 @@ class ChatStream:
         return self
 
     async def __anext__(self) -> ChatEvent:
-        event = await self._gen.__anext__()
+        while not self._batch:
+            batch = await self._gen.__anext__()  # one read's events: a single trip down the stack
+            batch.reverse()
+            self._batch = batch
+        event = self._batch.pop()
         if isinstance(event, StreamError):
             self.error = event
         elif isinstance(event, Finished):
@@ -98,13 +108,25 @@ class ChatStream:
         await self.aclose()
 
     @property
+    def buffered(self) -> int:
+        """Events of the last read not yet taken: 0 means the next one waits for the network."""
+        return len(self._batch)
+
+    @property
     def stats(self) -> StreamStats | None:
         """Timing so far (also after a cancel)."""
         return self._acc[0].stats() if self._acc else None
 
 
 class ApiClient:
-    """One connection pool to the engine's API; call :meth:`aclose` when done (or use ``async with``)."""
+    """One connection pool to the engine's API; call :meth:`aclose` when done (or use ``async with``).
+
+    A streamed answer is read as it arrives until its first token, then at most every
+    ``stream_interval`` s: every wakeup of the process costs far more CPU than the bytes it reads, and
+    a screen shows text in frames anyway. Timing stays exact on the plain-http path: each read carries
+    the kernel's arrival time, so TTFT and tokens/s do not depend on when the client looked.
+    ``stream_interval=0`` reads every piece at once.
+    """
 
     def __init__(
         self,
@@ -114,8 +136,10 @@ class ApiClient:
         read_timeout: float = 600.0,
         health_timeout: float = 5.0,
         max_connections: int = 64,
+        stream_interval: float = STREAM_INTERVAL,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.stream_interval = stream_interval
         self.health_timeout = health_timeout
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
@@ -252,81 +276,87 @@ class ApiClient:
 
     async def _stream(
         self, request: ChatRequest, holder: list[ChunkAccumulator]
-    ) -> AsyncGenerator[ChatEvent, None]:
+    ) -> AsyncGenerator[list[ChatEvent], None]:
+        """One streamed request as lists of events, a list per body piece read.
+
+        A single generator on purpose: every paced read wakes the whole stack of awaiting frames, and
+        on a small VM a wakeup costs more than the bytes it brings (see bench/perf/stream.py).
+        """
         url = self._url(_CHAT_PATH)
         body = request.to_body(stream=True)
         acc = ChunkAccumulator(t_start=time.perf_counter())
         holder.append(acc)
+        pace: Callable[[float], None] | None = None
         try:
-            if self._raw is not None:
-                payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-                async with self._raw.post(_CHAT_PATH, payload) as raw:
-                    async for event in _response_events(
-                        raw.status, raw.content_type, raw.body(), acc, url
-                    ):
-                        yield event
-            else:
-                async with self._http.stream(
-                    "POST", _CHAT_PATH, json=body, headers={"Accept": "text/event-stream"}
-                ) as resp:
-                    async for event in _response_events(
-                        resp.status_code, resp.headers.get("content-type", ""), resp.aiter_bytes(), acc, url
-                    ):
-                        yield event
+            async with contextlib.AsyncExitStack() as stack:
+                if self._raw is not None:
+                    payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+                    raw = await stack.enter_async_context(self._raw.post(_CHAT_PATH, payload))
+                    acc.t_start = raw.t_sent
+                    status, ctype, pieces = raw.status, raw.content_type, raw.body()
+                    if self.stream_interval > 0:
+                        pace = raw.pace
+                else:
+                    resp = await stack.enter_async_context(
+                        self._http.stream("POST", _CHAT_PATH, json=body,
+                                          headers={"Accept": "text/event-stream"})
+                    )
+                    status, ctype = resp.status_code, resp.headers.get("content-type", "")
+                    pieces = _read_now(resp.aiter_bytes())
+                if status != 200:
+                    err = from_status(status, await _error_body(pieces), url)
+                    yield [acc.fail(err.message, err.kind, err.remedy, err.status)]
+                    return
+                if "text/event-stream" not in ctype:
+                    msg = f"{url} answered {ctype or 'no content type'}, not an event stream"
+                    yield [acc.fail(msg, "protocol_error", REMEDY_PROTOCOL, status)]
+                    return
+                decoder = SseDecoder()
+                drained = 0
+                t = acc.t_start
+                async for piece, t in pieces:
+                    if acc.done:  # after [DONE] or an error: drain briefly so the connection is reusable
+                        drained += len(piece)
+                        if drained > _MAX_ERROR_BODY:
+                            return
+                        continue
+                    batch: list[ChatEvent] = []
+                    for sse in decoder.feed(piece):
+                        batch += acc.feed(sse, t)
+                    if batch:
+                        yield batch
+                    if pace is not None and acc.first_token_seen:
+                        pace(self.stream_interval)  # from the first token on, read in frames
+                        pace = None
+                if not acc.done:
+                    batch = []
+                    for sse in decoder.close():
+                        batch += acc.feed(sse, t)
+                    yield batch + acc.end_of_body(time.perf_counter())
         except httpx.HTTPError as exc:
             if not acc.done:
                 err = from_transport(exc, url)
-                yield acc.fail(err.message, err.kind, err.remedy, err.status)
+                yield [acc.fail(err.message, err.kind, err.remedy, err.status)]
         except ApiError as exc:
             if not acc.done:
-                yield acc.fail(exc.message, exc.kind, exc.remedy, exc.status)
+                yield [acc.fail(exc.message, exc.kind, exc.remedy, exc.status)]
         except SseError as exc:
             if not acc.done:
-                yield acc.fail(str(exc), "protocol_error", REMEDY_PROTOCOL)
+                yield [acc.fail(str(exc), "protocol_error", REMEDY_PROTOCOL)]
 
 
-async def _response_events(
-    status: int, ctype: str, pieces: AsyncIterator[bytes], acc: ChunkAccumulator, url: str
-) -> AsyncGenerator[ChatEvent, None]:
-    """Fold one streamed response (status, content type, body pieces) into chat events.
-
-    Raises the transport's own errors and :class:`SseError`; the caller maps them.
-    """
-    if status != 200:
-        raw = b""
-        async for piece in pieces:
-            raw += piece
-            if len(raw) >= _MAX_ERROR_BODY:
-                break
-        err = from_status(status, raw, url)
-        yield acc.fail(err.message, err.kind, err.remedy, err.status)
-        return
-    if "text/event-stream" not in ctype:
-        yield acc.fail(
-            f"{url} answered {ctype or 'no content type'}, not an event stream",
-            "protocol_error",
-            REMEDY_PROTOCOL,
-            status,
-        )
-        return
-    decoder = SseDecoder()
-    drained = 0
+async def _read_now(pieces: AsyncIterator[bytes]) -> AsyncIterator[tuple[bytes, float]]:
+    """Body pieces stamped with the time this process read them (httpx has no kernel arrival time)."""
     clock = time.perf_counter
     async for piece in pieces:
-        if acc.done:  # after [DONE] or an error: drain briefly so the connection is reusable
-            drained += len(piece)
-            if drained > _MAX_ERROR_BODY:
-                return
-            continue
-        t = clock()
-        for sse in decoder.feed(piece):
-            for event in acc.feed(sse, t):
-                yield event
-    if acc.done:
-        return
-    t = clock()
-    for sse in decoder.close():
-        for event in acc.feed(sse, t):
-            yield event
-    for event in acc.end_of_body(t):
-        yield event
+        yield piece, clock()
+
+
+async def _error_body(pieces: AsyncIterator[tuple[bytes, float]]) -> bytes:
+    """The start of an error response's body (enough for its message)."""
+    raw = b""
+    async for piece, _t in pieces:
+        raw += piece
+        if len(raw) >= _MAX_ERROR_BODY:
+            break
+    return raw

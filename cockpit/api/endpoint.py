@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from cockpit.api.client import ApiClient, HealthResult
+from cockpit.api.client import STREAM_INTERVAL, ApiClient, HealthResult
 from cockpit.hosts import Fleet, HostUnavailable
 
 EndpointState = Literal[
@@ -61,7 +61,8 @@ class ApiEndpoint:
     """
 
     def __init__(self, fleet: Fleet | None, api_port: int, *, api_url: str | None = None,
-                 health_timeout: float = 5.0, read_timeout: float = 600.0) -> None:
+                 health_timeout: float = 5.0, read_timeout: float = 600.0,
+                 stream_interval: float = STREAM_INTERVAL) -> None:
         if fleet is None and api_url is None:
             raise ValueError("an endpoint needs a fleet (SSH tunnel) or an api_url")
         self.fleet = fleet
@@ -69,6 +70,7 @@ class ApiEndpoint:
         self.api_url = api_url.rstrip("/") if api_url else None
         self.health_timeout = health_timeout
         self.read_timeout = read_timeout
+        self.stream_interval = stream_interval
         self._client: ApiClient | None = None
         self._lock = asyncio.Lock()
 
@@ -113,7 +115,8 @@ class ApiEndpoint:
                 self._client = None
             if self._client is None:
                 self._client = ApiClient(url, health_timeout=self.health_timeout,
-                                         connect_timeout=self.health_timeout, read_timeout=self.read_timeout)
+                                         connect_timeout=self.health_timeout, read_timeout=self.read_timeout,
+                                         stream_interval=self.stream_interval)
             return self._client
 
     async def check(self) -> EndpointStatus:

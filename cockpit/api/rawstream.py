@@ -1,11 +1,11 @@
 """A lean HTTP/1.1 client for the one hot request: the streamed ``POST /v1/chat/completions``.
 
-httpx costs 2.5-3x the CPU of a plain asyncio read loop per streamed token; this path sends the request in
+httpx costs 2.5-3x the CPU of a plain socket read loop per streamed token; this path sends the request in
 one write on a TCP_NODELAY socket, parses the status line and headers, and hands the body (chunked,
-Content-Length or until close) to the caller piece by piece, exactly as the network delivers it. Plain
+Content-Length or until close) to the caller with the kernel's arrival time of every piece. Plain
 ``http://`` only (the SSH tunnel or a LAN URL); ``https`` gateways stay on httpx. Every failure is an
 :class:`ApiError` of the same kind the httpx path reports. Finished connections are kept for the next
-stream; an abandoned stream aborts its socket, so the server sees the disconnect at once.
+stream; an abandoned stream closes its socket, so the server sees the disconnect at once.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import socket
+import struct
+import sys
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from urllib.parse import unquote, urlsplit
@@ -30,6 +33,10 @@ from cockpit.api.errors import (
 READ_SIZE = 64 * 1024
 MAX_HEAD_BYTES = 64 * 1024
 MAX_IDLE = 4
+SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
+_TIMESPEC = struct.Struct("@ll")  # struct timespec: tv_sec, tv_nsec
+_CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
+_MAX_STAMP_AGE = 5.0  # a stamp older than the pacing interval plus this is a wall-clock step: ignored
 
 
 def supports(base_url: str) -> bool:
@@ -57,7 +64,26 @@ class ChunkedDecoder:
         out: list[bytes] = []
         pos, n = 0, len(buf)
         while pos < n and self._state != "done":
-            if self._state == "data":
+            if self._state == "size":
+                end = buf.find(b"\r\n", pos)
+                if end < 0:
+                    if n - pos > 4096:
+                        raise _protocol("chunked body: chunk size line too long")
+                    break
+                size = _chunk_size(buf[pos:end])
+                pos = end + 2
+                if not size:
+                    self._state = "trailer"
+                    continue
+                stop = pos + size
+                if stop + 2 <= n:  # the whole chunk is here (the usual case): take it at once
+                    if buf[stop : stop + 2] != b"\r\n":
+                        raise _protocol("chunked body: no CRLF after a chunk")
+                    out.append(buf[pos:stop])
+                    pos = stop + 2
+                    continue
+                self._state, self._left = "data", size
+            elif self._state == "data":
                 take = min(self._left, n - pos)
                 out.append(buf[pos : pos + take])
                 pos += take
@@ -71,27 +97,27 @@ class ChunkedDecoder:
                     raise _protocol("chunked body: no CRLF after a chunk")
                 pos += 2
                 self._state = "size"
-            else:  # "size" or "trailer": one line
+            else:  # "trailer": header lines up to a blank one
                 end = buf.find(b"\r\n", pos)
                 if end < 0:
                     if n - pos > 4096:
-                        raise _protocol("chunked body: chunk size line too long")
+                        raise _protocol("chunked body: trailer line too long")
                     break
-                line = buf[pos:end]
+                if end == pos:
+                    self._state = "done"
                 pos = end + 2
-                if self._state == "trailer":
-                    if not line:
-                        self._state = "done"
-                    continue
-                try:
-                    size = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    raise _protocol(f"chunked body: bad chunk size {line[:40]!r}") from None
-                if size < 0:
-                    raise _protocol("chunked body: negative chunk size")
-                self._state, self._left = ("data", size) if size else ("trailer", 0)
         self._buf = buf[pos:]
         return b"".join(out) if len(out) != 1 else out[0]
+
+
+def _chunk_size(line: bytes) -> int:
+    try:
+        size = int(line.split(b";", 1)[0] if b";" in line else line, 16)
+    except ValueError:
+        raise _protocol(f"chunked body: bad chunk size {line[:40]!r}") from None
+    if size < 0:
+        raise _protocol("chunked body: negative chunk size")
+    return size
 
 
 def _protocol(message: str) -> ApiError:
@@ -103,79 +129,129 @@ class _Closed(Exception):
 
 
 class RawResponse:
-    """Status, headers and the body of one response; iterate :meth:`body` once."""
+    """Status, headers and the body of one response; iterate :meth:`body` once.
 
-    def __init__(self, conn: _Conn, status: int, headers: dict[str, str], url: str):
+    ``t_sent`` is the ``time.perf_counter()`` at which the request was handed to the kernel.
+    """
+
+    def __init__(self, conn: _Conn, status: int, headers: dict[str, str], t_sent: float) -> None:
         self.status = status
         self.headers = headers
+        self.t_sent = t_sent
         self.complete = False  # the whole body was read: the connection may serve another request
         self._conn = conn
-        self._url = url
+        self._url = conn.url
         self.keep_alive = "close" not in headers.get("connection", "").lower()
 
     @property
     def content_type(self) -> str:
         return self.headers.get("content-type", "")
 
-    async def body(self) -> AsyncIterator[bytes]:
-        """The body's payload in network-sized pieces (chunked framing removed)."""
-        read = self._conn.read
+    def pace(self, interval: float) -> None:
+        """From now on read the socket at most every ``interval`` s (see :meth:`_Conn.read`)."""
+        self._conn.pace(interval)
+
+    async def body(self) -> AsyncIterator[tuple[bytes, float]]:
+        """The body's payload with arrival times, in read-sized pieces (chunked framing removed)."""
+        recv = self._conn.recv
         te = self.headers.get("transfer-encoding", "").lower()
-        if self.status in (204, 304):
-            pass  # no body by definition
-        elif "chunked" in te:
-            dec = ChunkedDecoder()
-            while not dec.finished:
-                data = await read()
-                if not data:
-                    raise dropped(self._url, "closed inside a chunked body")
-                payload = dec.feed(data)
-                if payload:
-                    yield payload
-        elif (length := self.headers.get("content-length")) is not None:
-            try:
-                left = int(length)
-            except ValueError:
-                raise _protocol(f"bad Content-Length {length!r} from {self._url}") from None
-            while left > 0:
-                data = await read()
-                if not data:
-                    raise dropped(self._url, f"closed with {left} body bytes missing")
-                left -= len(data)
-                yield data
-        else:
-            self.keep_alive = False
-            while data := await read():
-                yield data
+        try:
+            if self.status in (204, 304):
+                pass  # no body by definition
+            elif "chunked" in te:
+                dec = ChunkedDecoder()
+                while not dec.finished:
+                    data, t = await recv()
+                    if not data:
+                        raise dropped(self._url, "closed inside a chunked body")
+                    payload = dec.feed(data)
+                    if payload:
+                        yield payload, t
+            elif (length := self.headers.get("content-length")) is not None:
+                try:
+                    left = int(length)
+                except ValueError:
+                    raise _protocol(f"bad Content-Length {length!r} from {self._url}") from None
+                while left > 0:
+                    data, t = await recv()
+                    if not data:
+                        raise dropped(self._url, f"closed with {left} body bytes missing")
+                    left -= len(data)
+                    yield data, t
+            else:
+                self.keep_alive = False
+                while True:
+                    data, t = await recv()
+                    if not data:
+                        break
+                    yield data, t
+        except OSError as exc:
+            raise dropped(self._url, str(exc) or type(exc).__name__) from None
         self.complete = True
 
 
 class _ReadTimeout(Exception):
-    """Set on the reader by the watchdog: no data for the read timeout."""
+    """Set on the waiting read by the watchdog: no data for the read timeout."""
+
+
+def _enable_stamps(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp received data with its arrival time (Linux ``SO_TIMESTAMPNS``)."""
+    if SO_TIMESTAMPNS is None:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
 
 
 class _Conn:
-    """One TCP connection: a reader and writer, and one watchdog timer for the reads of a request.
+    """One non-blocking TCP socket, read with ``recvmsg`` so each read carries the kernel's arrival time.
 
-    The watchdog is armed once per request and re-armed only when it fires early, instead of a timeout
-    context per read (which costs more CPU than the rest of handling a streamed token).
+    Reads return ``(bytes, t)`` with ``t`` on the ``time.perf_counter()`` clock: when the kernel received
+    the last of those bytes, not when this process got round to reading them. That makes two things
+    free: a busy event loop does not skew TTFT or tokens/s, and the reader may *pace* itself — read at
+    most every ``interval`` s and take whatever arrived meanwhile in one wakeup — without losing timing
+    accuracy. Wakeups, not bytes, are what a streamed token costs a client.
+
+    One watchdog timer per request enforces the read timeout; it is re-armed only when it fires early
+    (a timeout context per read costs more CPU than the rest of handling a streamed token).
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, url: str) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self, sock: socket.socket, url: str) -> None:
+        self.sock = sock
         self.url = url
+        self.stamps = _enable_stamps(sock)
+        self._fd = sock.fileno()
         self._loop = asyncio.get_running_loop()
+        self._pending: tuple[bytes, float] | None = None  # read past the head: the body's first bytes
+        self._interval = 0.0
+        self._not_before = 0.0  # loop time before which a paced read sleeps
         self._timeout = 0.0
+        self._waiter: asyncio.Future[None] | None = None
         self._waiting_since: float | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self.closed = False
 
     @property
     def usable(self) -> bool:
-        return not self.writer.is_closing() and not self.reader.at_eof()
+        """True if the kept connection is still open and has nothing unread (the peer did not close)."""
+        if self.closed:
+            return False
+        try:
+            return not self.sock.recv(1, socket.MSG_PEEK)  # data or EOF on an idle connection: unusable
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+
+    def pace(self, interval: float) -> None:
+        self._interval = interval
+        self._not_before = self._loop.time() + interval
 
     def arm(self, timeout: float) -> None:
         """Start watching the reads of one request: a read that waits ``timeout`` s fails."""
+        self._interval = 0.0
         self._timeout = timeout
         self._timer = self._loop.call_later(timeout, self._check)
 
@@ -189,47 +265,102 @@ class _Conn:
         since = self._waiting_since
         if since is not None and now - since >= self._timeout:
             self._timer = None
-            self.reader.set_exception(_ReadTimeout())
+            if self._waiter is not None and not self._waiter.done():
+                self._waiter.set_exception(_ReadTimeout())
             return
         self._timer = self._loop.call_at((since if since is not None else now) + self._timeout, self._check)
 
     def _timed_out(self) -> ApiError:
         return ApiError("timeout", f"{self.url}: ReadTimeout (no data in time)", REMEDY_TIMEOUT)
 
-    async def read(self) -> bytes:
+    async def send(self, data: bytes) -> float:
+        """Write ``data`` whole; returns the ``perf_counter`` time it went out."""
+        t = time.perf_counter()
+        await self._loop.sock_sendall(self.sock, data)
+        return t
+
+    async def _readable(self) -> None:
+        waiter = self._waiter = self._loop.create_future()
         self._waiting_since = self._loop.time()
+        self._loop.add_reader(self._fd, _wake, waiter)
         try:
-            return await self.reader.read(READ_SIZE)
-        except _ReadTimeout:
-            raise self._timed_out() from None
-        except OSError as exc:
-            raise dropped(self.url, str(exc) or type(exc).__name__) from None
+            await waiter
         finally:
-            self._waiting_since = None
+            self._loop.remove_reader(self._fd)
+            self._waiter = self._waiting_since = None
+
+    async def recv(self) -> tuple[bytes, float]:
+        """Next received bytes (``b""`` at end of stream) and when they arrived (``perf_counter``).
+
+        Raises ``OSError`` as the socket reports it.
+        """
+        if self._pending is not None:
+            out, self._pending = self._pending, None
+            return out
+        if self._interval:
+            delay = self._not_before - self._loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        while True:
+            try:
+                data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, _CMSG_SPACE)
+                break
+            except (BlockingIOError, InterruptedError):
+                try:
+                    await self._readable()
+                except _ReadTimeout:
+                    raise self._timed_out() from None
+        t_read = time.perf_counter()
+        if self._interval:
+            self._not_before = self._loop.time() + self._interval
+        if anc:
+            now_real = time.time()
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+                    sec, nsec = _TIMESPEC.unpack_from(raw)
+                    age = now_real - (sec + nsec * 1e-9)  # how long the bytes waited in the kernel
+                    if 0.0 < age < self._interval + _MAX_STAMP_AGE:  # else: a wall-clock step; use t_read
+                        return data, t_read - age
+        return data, t_read
 
     async def read_head(self) -> bytes:
         """The status line and headers (up to the blank line); :class:`_Closed` if nothing came."""
-        self._waiting_since = self._loop.time()
-        try:
-            return await self.reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if not exc.partial:
-                raise _Closed from None
-            raise dropped(self.url, "closed inside the response headers") from None
-        except asyncio.LimitOverrunError:
-            raise _protocol(f"{self.url}: response headers larger than {MAX_HEAD_BYTES} bytes") from None
-        except _ReadTimeout:
-            raise self._timed_out() from None
-        except ConnectionResetError:
-            raise _Closed from None
-        except OSError as exc:
-            raise dropped(self.url, str(exc) or type(exc).__name__) from None
-        finally:
-            self._waiting_since = None
+        buf = b""
+        while True:
+            try:
+                data, t = await self.recv()
+            except (ConnectionResetError, BrokenPipeError):
+                if not buf:
+                    raise _Closed from None
+                raise dropped(self.url, "reset inside the response headers") from None
+            except OSError as exc:
+                raise dropped(self.url, str(exc) or type(exc).__name__) from None
+            if not data:
+                if not buf:
+                    raise _Closed
+                raise dropped(self.url, "closed inside the response headers")
+            buf += data
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                if end + 4 < len(buf):
+                    self._pending = (buf[end + 4 :], t)
+                return buf[: end + 4]
+            if len(buf) > MAX_HEAD_BYTES:
+                raise _protocol(f"{self.url}: response headers larger than {MAX_HEAD_BYTES} bytes")
 
     def abort(self) -> None:
+        """Close the socket now (the server sees the request end)."""
         self.disarm()
-        self.writer.transport.abort()
+        if not self.closed:
+            self.closed = True
+            if self._waiter is not None:
+                self._loop.remove_reader(self._fd)
+            self.sock.close()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _parse_head(head: bytes, url: str) -> tuple[int, dict[str, str]]:
@@ -251,7 +382,7 @@ def _parse_head(head: bytes, url: str) -> tuple[int, dict[str, str]]:
 
 
 class RawStreamer:
-    """Streamed POSTs to one ``http://host:port[/prefix]`` base URL over plain asyncio streams."""
+    """Streamed POSTs to one ``http://host:port[/prefix]`` base URL over plain non-blocking sockets."""
 
     def __init__(
         self,
@@ -287,17 +418,31 @@ class RawStreamer:
         return head.encode("latin-1") + body
 
     async def _connect(self, url: str) -> _Conn:
+        """A connected socket to the first address of the host that answers."""
+        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._connect_timeout):
-                reader, writer = await asyncio.open_connection(self._host, self._port, limit=MAX_HEAD_BYTES)
+                infos = await loop.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM)
+                error: OSError = OSError(f"no address for {self._host}")
+                for family, kind, proto, _name, addr in infos:
+                    sock = socket.socket(family, kind, proto)
+                    try:
+                        sock.setblocking(False)
+                        await loop.sock_connect(sock, addr)
+                        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    except OSError as exc:
+                        sock.close()
+                        error = exc
+                        continue
+                    except BaseException:  # cancelled (or the connect timeout)
+                        sock.close()
+                        raise
+                    return _Conn(sock, url)
+                raise error
         except TimeoutError:
             raise connect_timed_out(url) from None
         except OSError as exc:
             raise connect_failed(url, exc) from None
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return _Conn(reader, writer, url)
 
     def _take_idle(self) -> _Conn | None:
         while self._idle:
@@ -309,15 +454,15 @@ class RawStreamer:
 
     async def _send(self, conn: _Conn, request: bytes) -> RawResponse:
         """Write the request and read the response head (skipping 1xx heads)."""
+        conn.arm(self._read_timeout)
         try:
-            conn.writer.write(request)
+            t_sent = await conn.send(request)
         except OSError:
             raise _Closed from None
-        conn.arm(self._read_timeout)
         while True:
             status, headers = _parse_head(await conn.read_head(), conn.url)
             if not 100 <= status < 200:
-                return RawResponse(conn, status, headers, conn.url)
+                return RawResponse(conn, status, headers, t_sent)
 
     @asynccontextmanager
     async def post(self, path: str, body: bytes) -> AsyncIterator[RawResponse]:

@@ -82,6 +82,28 @@ class SseDecoder:
             self._skip_lf = False
             if text[0] == "\n":
                 text = text[1:]
+        if self._buf or self._data or self._event or "\r" in text:
+            return self._feed_lines(text)
+        # Fast path (what servers send): "\n" line ends, nothing pending. Whole events are the blocks
+        # between blank lines; a single-line "data:" block is an event as it stands, any other block
+        # goes through the line rules, and so does the unfinished tail.
+        blocks = text.split("\n\n")
+        tail = blocks.pop()
+        events: list[SseEvent] = []
+        for block in blocks:
+            if block.startswith("data:") and "\n" not in block and len(block) <= self._max:
+                self.lines += 2
+                events.append(
+                    SseEvent(block[6:] if block[5:6] == " " else block[5:], "message", self._last_id)
+                )
+            else:
+                events += self._feed_lines(block + "\n\n")
+        if tail:
+            events += self._feed_lines(tail)
+        return events
+
+    def _feed_lines(self, text: str) -> list[SseEvent]:
+        """The general rules: any line ends, pending partial lines and data, every field."""
         self._buf += text
         events: list[SseEvent] = []
         start = 0

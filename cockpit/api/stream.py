@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from cockpit.api.sse import SseEvent
+from cockpit.api.sse import DONE, SseEvent
+
+_loads = json.JSONDecoder().decode  # json.loads without its per-call argument checks
 
 ErrorKind = Literal[
     "unreachable", "not_ready", "engine_dead", "http_error", "protocol_error", "timeout", "server_error"
@@ -235,53 +237,57 @@ class ChunkAccumulator:
 
     # public -------------------------------------------------------------------------------------
 
-    def feed(self, event: SseEvent, t: float | None = None) -> Iterator[ChatEvent]:
-        """Handle one SSE event received at time ``t``; yields the events it produced."""
+    def feed(self, event: SseEvent, t: float | None = None) -> list[ChatEvent]:
+        """Handle one SSE event received at time ``t``; returns the events it produced."""
         if self.done:
-            return
+            return []
         t = self._clock() if t is None else t
-        if event.is_done:
+        data = event.data
+        if data == DONE or event.is_done:
             self.done = True
-            yield Finished(self._finish, self.result(t), self.stats(t))
-            return
+            return [Finished(self._finish, self.result(t), self.stats(t))]
         try:
-            chunk = json.loads(event.data)
+            chunk = _loads(data)
         except json.JSONDecodeError as exc:
             self.done = True
-            yield self._error(f"chunk is not JSON ({exc.msg}): {event.data[:120]!r}", "protocol_error", t)
-            return
+            return [self._error(f"chunk is not JSON ({exc.msg}): {data[:120]!r}", "protocol_error", t)]
         if not isinstance(chunk, dict):
             self.done = True
-            yield self._error(f"chunk is not a JSON object: {event.data[:120]!r}", "protocol_error", t)
-            return
+            return [self._error(f"chunk is not a JSON object: {data[:120]!r}", "protocol_error", t)]
         if "error" in chunk or chunk.get("object") == "error":
             msg, code = error_message(chunk)
             self.done = True
-            yield self._error(
-                msg,
-                "server_error",
-                t,
-                status=code,
-                remedy="The engine reported an error mid-stream; see rank 0's container log.",
-            )
-            return
+            return [
+                self._error(
+                    msg,
+                    "server_error",
+                    t,
+                    status=code,
+                    remedy="The engine reported an error mid-stream; see rank 0's container log.",
+                )
+            ]
         self._note_chunk(t)
+        out: list[ChatEvent] = []
         try:
-            yield from self._chunk(chunk, t)
+            self._chunk(chunk, t, out)
         except StreamProtocolError as exc:
             self.done = True
-            yield self._error(str(exc), "protocol_error", t)
+            out.append(self._error(str(exc), "protocol_error", t))
+        return out
 
-    def end_of_body(self, t: float | None = None) -> Iterator[ChatEvent]:
+    def end_of_body(self, t: float | None = None) -> list[ChatEvent]:
         """The body ended; without ``[DONE]`` (and no error before) that is a protocol error."""
-        if not self.done:
-            self.done = True
-            yield self._error(
+        if self.done:
+            return []
+        self.done = True
+        return [
+            self._error(
                 "stream ended before data: [DONE] (connection closed mid-answer)",
                 "protocol_error",
                 self._clock() if t is None else t,
                 remedy="The server or tunnel dropped the connection; check rank 0's log.",
             )
+        ]
 
     def fail(
         self,
@@ -340,13 +346,20 @@ class ChunkAccumulator:
         self._t_last_chunk = t
         self.chunks += 1
 
+    @property
+    def first_token_seen(self) -> bool:
+        """True once a content, reasoning or tool-call delta arrived."""
+        return self._t_first is not None
+
     def _first_token(self, t: float) -> None:
         if self._t_first is None:
             self._t_first = t
 
-    def _chunk(self, chunk: dict[str, Any], t: float) -> Iterator[ChatEvent]:
-        self._id = self._id or _opt_str(chunk.get("id"))
-        self._model = self._model or _opt_str(chunk.get("model"))
+    def _chunk(self, chunk: dict[str, Any], t: float, out: list[ChatEvent]) -> None:
+        if self._id is None:
+            self._id = _opt_str(chunk.get("id"))
+        if self._model is None:
+            self._model = _opt_str(chunk.get("model"))
         choices = chunk.get("choices") or []
         if not isinstance(choices, list):
             raise StreamProtocolError("'choices' is not a list")
@@ -355,38 +368,42 @@ class ChunkAccumulator:
                 raise StreamProtocolError("a choice is not an object")
             if choice.get("index", 0) != 0:
                 continue
-            yield from self._delta(choice.get("delta") or {}, t)
+            self._delta(choice.get("delta") or {}, t, out)
             reason = choice.get("finish_reason")
             if reason is not None:
                 self._finish = str(reason)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = _usage(usage)
-            yield self._usage
+            out.append(self._usage)
 
-    def _delta(self, delta: Any, t: float) -> Iterator[ChatEvent]:
+    def _delta(self, delta: Any, t: float, out: list[ChatEvent]) -> None:
         if not isinstance(delta, dict):
             raise StreamProtocolError("'delta' is not an object")
         role = delta.get("role")
         if role and not self._role_seen:
             self._role_seen = True
-            yield RoleStarted(str(role))
+            out.append(RoleStarted(str(role)))
         reasoning = delta.get("reasoning") or delta.get("reasoning_content")
         if reasoning:
-            self._first_token(t)
-            self._reasoning.append(str(reasoning))
-            yield ReasoningDelta(str(reasoning))
+            if self._t_first is None:
+                self._t_first = t
+            text = str(reasoning)
+            self._reasoning.append(text)
+            out.append(ReasoningDelta(text))
         content = delta.get("content")
         if content:
-            self._first_token(t)
-            self._content.append(str(content))
-            yield ContentDelta(str(content))
+            if self._t_first is None:
+                self._t_first = t
+            text = str(content)
+            self._content.append(text)
+            out.append(ContentDelta(text))
         calls = delta.get("tool_calls")
         if calls:
             if not isinstance(calls, list):
                 raise StreamProtocolError("'tool_calls' is not a list")
             for call in calls:
-                yield self._tool_delta(call, t)
+                out.append(self._tool_delta(call, t))
 
     def _tool_delta(self, call: Any, t: float) -> ToolCallDelta:
         if not isinstance(call, dict):

@@ -117,7 +117,8 @@ async def open_endpoint(args: argparse.Namespace) -> AsyncIterator[ApiEndpoint]:
     try:
         timeout = args.timeout if args.timeout is not None else config.ssh.connect_timeout + 2
         await rank0_fleet_connected(fleet, timeout)  # not connected: check() reports the tunnel down
-        async with ApiEndpoint(fleet, config.cluster.api_port) as endpoint:
+        async with ApiEndpoint(fleet, config.cluster.api_port,
+                               stream_interval=config.ui.stream_frame_ms / 1000) as endpoint:
             yield endpoint
     finally:
         await fleet.close()

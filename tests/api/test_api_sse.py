@@ -99,3 +99,24 @@ def test_any_split_gives_the_same_events(name: str, cuts: list[int]) -> None:
 def test_byte_by_byte(name: str) -> None:
     raw = stream_bytes(name)
     assert decode([raw[i : i + 1] for i in range(len(raw))]) == decode([raw])
+
+
+_LINES = st.sampled_from(
+    ["data: a", "data:b", "data:  c", "data", "data: [DONE]", ": ping", "event: note", "id: 7", "retry: 5",
+     "", "x: y", "data: é🌊", 'data: {"k": 1}']
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(_LINES, max_size=25), ends=st.sampled_from(["\n", "\r\n", "\r"]),
+       cuts=st.lists(st.integers(min_value=0), max_size=12))
+def test_fast_path_matches_the_line_rules(lines: list[str], ends: str, cuts: list[int]) -> None:
+    """Whole pieces take the block fast path where they can; single bytes always take the line rules."""
+    raw = (ends.join(lines) + ends).encode()
+    by_byte = decode([raw[i : i + 1] for i in range(len(raw))])
+    assert decode([raw]) == by_byte
+    assert decode(split_at(raw, cuts)) == by_byte
+
+
+def test_event_field_before_a_piece_boundary_names_the_next_event() -> None:
+    assert decode([b"event: note\n", b"data: x\n\n"]) == [SseEvent("x", "note")]

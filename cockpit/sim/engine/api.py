@@ -7,13 +7,14 @@ import json
 import random
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from cockpit.sim.engine import images, textgen, tokens
-from cockpit.sim.engine.core import EngineCore, Request, Token, build_output
+from cockpit.sim.engine.core import EngineCore, Request, Token, build_output, sleep_until
 from cockpit.sim.engine.metrics import render
 from cockpit.sim.engine.tracebacks import VLLM_VERSION
 
@@ -300,6 +301,7 @@ class ChatAPI:
         )
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        arrival = time.monotonic()  # the engine's clock for this request starts here, as vLLM's does
         if not self.alive:
             return ApiError("Engine is dead", 503, "ServiceUnavailableError").response()
         try:
@@ -319,6 +321,7 @@ class ChatAPI:
             out=out,
             finish_reason=finish,
             stop_reason=stop_reason,
+            arrival=arrival,
         )
         self.core.submit(req)
         try:
@@ -352,9 +355,9 @@ class ChatAPI:
             "model": self.core.model,
         }
 
-        async def send(obj: dict[str, Any] | str) -> None:
+        def frame(obj: dict[str, Any] | str) -> str:
             data = obj if isinstance(obj, str) else json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-            await resp.write(f"data: {data}\n\n".encode())
+            return f"data: {data}\n\n"
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -363,40 +366,46 @@ class ChatAPI:
             return {**base, "choices": [choice]}
 
         try:
-            await self._pump(pr, req, send, chunk, base)
+            async for frames, due in self._pump(pr, req, chunk, base):
+                data = "".join(map(frame, frames)).encode()
+                await sleep_until(due)
+                await resp.write(data)
         except ConnectionResetError:  # the client went away; the caller aborts the request
             return resp
         await resp.write_eof()
         return resp
 
     async def _pump(
-        self, pr: ParsedRequest, req: Request, send: Any, chunk: Any, base: dict[str, Any]
-    ) -> None:
-        """Turn the request's token events into SSE chunks until it finishes."""
-        role_sent, had_tools = False, False
+        self, pr: ParsedRequest, req: Request, chunk: Any, base: dict[str, Any]
+    ) -> AsyncIterator[tuple[list[dict[str, Any] | str], float]]:
+        """The request's SSE payloads, one list per engine step with the time it is due (one write each)."""
+        role_sent, had_tools, due = False, False, 0.0
         while True:
             ev = await req.events.get()
+            out: list[dict[str, Any] | str] = []
             if not role_sent:
-                await send(chunk({"role": "assistant", "content": ""}))
+                out.append(chunk({"role": "assistant", "content": ""}))
                 role_sent = True
             if ev[0] == "error":
-                await send({"error": ApiError(ev[1], 500, "InternalServerError").body()["error"]})
+                out.append({"error": ApiError(ev[1], 500, "InternalServerError").body()["error"]})
                 break
             if ev[0] != "tokens":
+                yield out, due
                 continue
-            _, toks, finish = ev
+            _, toks, finish, due = ev
             parts = deltas(toks)
             had_tools = had_tools or any("tool_calls" in d for d in parts)
             reason = self._finish_reason(pr, finish, had_tools) if finish else None
             if not parts and reason:
                 parts = [{}]
-            for i, d in enumerate(parts):
-                await send(chunk(d, reason if i == len(parts) - 1 else None))
+            out += [chunk(d, reason if i == len(parts) - 1 else None) for i, d in enumerate(parts)]
             if finish:
                 break
+            yield out, due
         if pr.include_usage and req.pos and not req.aborted:
-            await send({**base, "choices": [], "usage": self._usage(pr, req)})
-        await send("[DONE]")
+            out.append({**base, "choices": [], "usage": self._usage(pr, req)})
+        out.append("[DONE]")
+        yield out, due
 
     async def _complete(self, pr: ParsedRequest, req: Request) -> web.Response:
         """Wait for the whole answer and return one chat.completion object."""
@@ -407,6 +416,7 @@ class ChatAPI:
                 return ApiError(ev[1], 500, "InternalServerError").response()
             if ev[0] == "tokens" and ev[2]:
                 finish = ev[2]
+                await sleep_until(ev[3])
                 break
         toks = req.out[: req.pos]
         content = "".join(t.text for t in toks if t.kind == "content")

@@ -20,7 +20,7 @@ from pathlib import Path
 from cockpit import constants
 from cockpit.sim import layout
 from cockpit.sim.engine import tracebacks
-from cockpit.sim.engine.cli import ServeArgs, kv_tokens, schedule_from_env
+from cockpit.sim.engine.cli import ServeArgs, kv_tokens, run_loop, schedule_from_env
 from cockpit.sim.engine.hostio import BYTES_PER_TOKEN, TOTAL_MEMORY, HostIO
 from cockpit.sim.engine.rendezvous import Head, WorkerLink
 from cockpit.sim.engine.serving import EngineConfig, Serving
@@ -548,4 +548,4 @@ def run(args: ServeArgs) -> int:
     root = Path(env_root) if env_root else None
     spec = _spec(args, root)
     speed = float(os.environ.get("R37_SIM_SPEED") or spec.speed or 1.0)
-    return asyncio.run(Boot(args, spec, root, speed).main())
+    return run_loop(Boot(args, spec, root, speed).main())

@@ -24,6 +24,27 @@ from cockpit.sim.engine.schedule import Schedule
 PREFIX_BLOCK = 256
 PREFIX_CACHE_BLOCKS = 65536
 MIN_LAG_S = 0.002
+RELEASE_LEAD_S = 0.003  # a step's outputs are handed out this long before they are due
+SPIN_S = 0.00015  # the last 150 us of a wait are spun (a blocking sleep overshoots by ~70 us)
+
+
+async def sleep_until(deadline: float) -> None:
+    """Wait until ``time.monotonic() >= deadline``, to within a few microseconds.
+
+    The event loop wakes a timer up to 1 ms late (epoll's timeout is in milliseconds) plus the cost of
+    the wakeup itself, which would shift every token of the schedule. The loop sleeps until
+    ``RELEASE_LEAD_S`` before the deadline; the rest is slept blocking (nothing else is due then: the
+    engine's step outputs all share this deadline).
+    """
+    clock = time.monotonic
+    delay = deadline - clock()
+    if delay > RELEASE_LEAD_S:
+        await asyncio.sleep(delay - RELEASE_LEAD_S)
+        delay = deadline - clock()
+    if delay > SPIN_S:
+        time.sleep(delay - SPIN_S)
+    while clock() < deadline:
+        pass
 
 
 @dataclass
@@ -189,7 +210,9 @@ class EngineCore:
                 await self._wake.wait()
                 idle = loop_time() - self.idle_since
                 self.boost = idle >= self.sch.idle_after_s * self.sch.time_scale
-                next_t = None
+                # The first step starts when the request arrived: the sim's own request handling
+                # (JSON, tokenising) is not engine time and must not push the schedule back.
+                next_t = min((r.arrival for r in self.waiting), default=None)
             if self.hang():
                 for r in self._admit(loop_time()):
                     r.events.put_nowait(("started",))
@@ -224,14 +247,18 @@ class EngineCore:
         # Back-to-back steps start at the previous step's deadline: timer overshoot and short stalls of
         # the host (up to one step) are made up by the next step; a longer stall is lost time, as a
         # hiccup would be on real hardware (so measured rates are never inflated by more than one step).
-        start = next_t if next_t is not None and 0 <= now - next_t < max(dur, MIN_LAG_S) else now
+        # (`now` is normally before `next_t`: outputs are handed out RELEASE_LEAD_S ahead of their time.)
+        start = next_t if next_t is not None and now - next_t < max(dur, MIN_LAG_S) else now
         end = start + dur
-        delay = end - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        # The step's outputs are handed out RELEASE_LEAD_S early, stamped with the time they are due:
+        # the API renders its chunks meanwhile and sends them at that time (`sleep_until`), so the
+        # client sees the schedule rather than the sim's own Python latency.
+        lead = end - RELEASE_LEAD_S - time.monotonic()
+        if lead > 0:
+            await asyncio.sleep(lead)
         self._last_end = end
         self.busy_s += dur
-        t = time.monotonic()
+        t = max(end, time.monotonic())
         self.stats.prompt_tokens += chunk
         self.window["prompt"] += chunk
         for r in finishing:
@@ -267,7 +294,7 @@ class EngineCore:
             self.stats.itl.observe(t - r.last_step)
         r.last_step = t
         finished = r.pos >= len(r.out)
-        r.events.put_nowait(("tokens", toks, r.finish_reason if finished else None))
+        r.events.put_nowait(("tokens", toks, r.finish_reason if finished else None, t))
         if finished:
             self._finish(r, t)
         return k

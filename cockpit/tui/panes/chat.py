@@ -25,6 +25,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import Button, Input, Static
 
 from cockpit.api import (
@@ -33,6 +34,7 @@ from cockpit.api import (
     ChatRequest,
     ChatResult,
     ChatSession,
+    ChatStream,
     ContentDelta,
     Finished,
     ReasoningDelta,
@@ -143,11 +145,15 @@ class ChatPane(Vertical):
         self.api_status = EndpointStatus("not_ready", "checking the API…")
         self.api_checked = False
         self.endpoint = ApiEndpoint(None if ctx.api_url else ctx.fleet, ctx.config.cluster.api_port,
-                                    api_url=ctx.api_url)
+                                    api_url=ctx.api_url,
+                                    stream_interval=ctx.config.ui.stream_frame_ms / 1000)
         self._wake = asyncio.Event()
         self._turn: AssistantTurn | None = None
         self._smoke: SmokeTurn | None = None
         self._streaming = False
+        self._live: ChatStream | None = None  # the stream being shown (its stats are drawn per frame)
+        self._last_flush = 0.0
+        self._frame_timer: Timer | None = None
 
     # layout -----------------------------------------------------------------------------------------
 
@@ -160,7 +166,6 @@ class ChatPane(Vertical):
     def on_mount(self) -> None:
         self._show_status()
         self._show_settings()
-        self.set_interval(FLUSH_EVERY, self.flush)
         self.ctx.watch("api", self._api_fact)
         if self.ctx.facts.get("api") is not None:
             self._wake.set()
@@ -249,10 +254,25 @@ class ChatPane(Vertical):
     def notice(self, text: str, style: str = "yellow", remedy: str = "") -> None:
         self._add(Notice(text, style, remedy))
 
+    def frame(self) -> None:
+        """A read's events are in: draw them now, or, within FLUSH_EVERY of the last draw, a bit later."""
+        wait = self._last_flush + FLUSH_EVERY - time.monotonic()
+        if wait <= 0:
+            self.flush()
+        elif self._frame_timer is None:
+            self._frame_timer = self.set_timer(wait, self._timed_flush)
+
+    def _timed_flush(self) -> None:
+        self._frame_timer = None
+        self.flush()
+
     def flush(self) -> None:
-        """Render buffered stream text (the 50 ms timer; tests call it directly)."""
+        """Render buffered stream text and the live stream's timing (tests call it directly)."""
+        self._last_flush = time.monotonic()
         turn = self._turn
         if turn is not None:
+            if self._live is not None:
+                turn.set_stats(self._live.stats)
             follow = self.log_view.scroll_y >= self.log_view.max_scroll_y - 1
             turn.flush()
             if follow:
@@ -266,7 +286,10 @@ class ChatPane(Vertical):
         return turn
 
     def feed(self, event: ChatEvent, stats: StreamStats | None = None) -> None:
-        """One stream event into the current turn (buffers only; rendering waits for :meth:`flush`)."""
+        """One stream event into the current turn (buffers only; rendering waits for :meth:`flush`).
+
+        ``stats`` are optional: while a stream runs, :meth:`flush` takes them from it once per frame.
+        """
         turn = self._turn or self.begin_answer()
         turn.set_stats(stats)
         if isinstance(event, ReasoningDelta):
@@ -387,8 +410,11 @@ class ChatPane(Vertical):
                 self.feed(StreamError(exc.status.message, "unreachable", exc.status.remedy))
                 return
             async with client.chat_stream(request) as stream:
+                self._live = stream
                 async for event in stream:
-                    self.feed(event, stream.stats)
+                    self.feed(event)
+                    if not stream.buffered:  # the last event of this read: time to draw
+                        self.frame()
         except asyncio.CancelledError:
             stats = stream.stats if stream is not None else None
             turn.set_stats(stats)
@@ -400,6 +426,7 @@ class ChatPane(Vertical):
             raise
         finally:
             self._streaming = False
+            self._live = None
 
     def action_stop(self) -> None:
         """Cancel the running stream; closing the response makes the engine abort the request."""
