@@ -370,3 +370,10 @@ def test_check_reports_problems(tmp_path: Path) -> None:
     assert text == f"{path}: hosts[2].fabric_ip: '300.1.2.3' is not an IPv4 or IPv6 address"
     assert data["problems"] == [{"key": "hosts[2].fabric_ip",
                                  "reason": "'300.1.2.3' is not an IPv4 or IPv6 address"}]
+
+
+def test_stream_frame_ms_default_range_and_error() -> None:
+    assert parse_config(variant(lambda d: None)).ui.stream_frame_ms == 300
+    assert parse_config(variant(sect_set("ui", stream_frame_ms=0))).ui.stream_frame_ms == 0
+    (problem,) = problems_of(variant(sect_set("ui", stream_frame_ms=5000)))
+    assert problem[0] == "ui.stream_frame_ms" and "2000" in problem[1]

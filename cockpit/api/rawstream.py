@@ -209,10 +209,10 @@ class _Conn:
     """One non-blocking TCP socket, read with ``recvmsg`` so each read carries the kernel's arrival time.
 
     Reads return ``(bytes, t)`` with ``t`` on the ``time.perf_counter()`` clock: when the kernel received
-    the last of those bytes, not when this process got round to reading them. That makes two things
-    free: a busy event loop does not skew TTFT or tokens/s, and the reader may *pace* itself — read at
-    most every ``interval`` s and take whatever arrived meanwhile in one wakeup — without losing timing
-    accuracy. Wakeups, not bytes, are what a streamed token costs a client.
+    the last segment the read took (a FIN counts), not when this process got round to reading it. That
+    makes two things free: a busy event loop does not skew TTFT or tokens/s, and the reader may *pace*
+    itself — read at most every ``interval`` s and take whatever arrived meanwhile in one wakeup —
+    without losing timing accuracy. Wakeups, not bytes, are what a streamed token costs a client.
 
     One watchdog timer per request enforces the read timeout; it is re-armed only when it fires early
     (a timeout context per read costs more CPU than the rest of handling a streamed token).

@@ -27,6 +27,8 @@ BACKOFF_START = 1.0
 BACKOFF_MAX = 8.0
 KEY_RETRY = 15.0
 LATENCY_EVERY = 5.0
+CLOSE_ATTEMPTS = 5  # cancellations a closing host's supervisor gets ...
+CLOSE_WAIT = 1.0  # ... each waited for this long (s)
 
 
 def _expand(path: str | None) -> str | None:
@@ -61,10 +63,17 @@ class Host:
 
     async def close(self) -> None:
         self._closing = True
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        task = self._task
+        if task:
+            # Cancel until it ends: on Python 3.11 `asyncio.wait_for` can swallow a cancellation that
+            # lands as its inner call completes (gh-86296), which once kept a finished command alive.
+            for _ in range(CLOSE_ATTEMPTS):
+                if task.done():
+                    break
+                task.cancel()
+                await asyncio.wait({task}, timeout=CLOSE_WAIT)
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: a supervisor that failed while closing is not news
         if self._conn:
             self._conn.close()
             with contextlib.suppress(Exception):
@@ -171,7 +180,7 @@ class Host:
         """Wait until the connection closes, measuring latency every few seconds."""
         closed = asyncio.ensure_future(conn.wait_closed())
         try:
-            while True:
+            while not self._closing:
                 done, _ = await asyncio.wait({closed}, timeout=LATENCY_EVERY)
                 if done:
                     return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
@@ -13,11 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_api_sse import split_at
 
+from cockpit.api import rawstream
 from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
 from cockpit.api.errors import ApiError
 from cockpit.api.rawstream import ChunkedDecoder, supports
-from cockpit.api.stream import ChatEvent, Finished, StreamError
+from cockpit.api.stream import ChatEvent, ContentDelta, Finished, StreamError
 
 REQ = ChatRequest([{"role": "user", "content": "Write two sentences about the ocean."}])
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -148,3 +150,85 @@ async def test_drop_inside_chunked_body_keeps_the_partial_answer() -> None:
         err = (await collect(client))[-1]
     assert isinstance(err, StreamError) and err.kind == "unreachable" and "dropped" in err.message
     assert err.partial is not None and err.partial.content.startswith("The ocean")
+
+
+class PacedServer:
+    """Answers one streamed request: the head and events[0] at once, then one event every `gap` s.
+
+    Notes the ``time.perf_counter()`` just before each write (same clock as the client's stamps).
+    """
+
+    def __init__(self, events: list[bytes], gap: float, block_after_last: float = 0.0) -> None:
+        self.events = events
+        self.gap = gap
+        self.block_after_last = block_after_last  # stall the whole loop after the last write
+        self.written: list[float] = []
+        self.done = asyncio.Event()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        await reader.readexactly(length)
+        try:
+            for i, event in enumerate(self.events):
+                if i:
+                    await asyncio.sleep(self.gap)
+                framed = b"%x\r\n%s\r\n" % (len(event), event)
+                if i == len(self.events) - 1:
+                    framed += b"0\r\n\r\n"
+                prefix = SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" if i == 0 else b""
+                self.written.append(time.perf_counter())
+                writer.write(prefix + framed)
+            if self.block_after_last:
+                time.sleep(self.block_after_last)  # the client cannot read before this returns
+            await reader.read()  # keep the connection, as the engine does, until the client goes
+        except ConnectionError:
+            pass
+        writer.close()
+        self.done.set()
+
+
+async def stream_from(server: PacedServer, interval: float) -> tuple[list[list[ChatEvent]], Finished]:
+    """The client's events grouped by read (a group ends where the stream has nothing buffered)."""
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    groups: list[list[ChatEvent]] = [[]]
+    client = ApiClient(f"http://127.0.0.1:{port}", stream_interval=interval)
+    async with srv, client, client.chat_stream(REQ) as stream:
+        async for ev in stream:
+            groups[-1].append(ev)
+            if not stream.buffered:
+                groups.append([])
+        await client.aclose()
+        await asyncio.wait_for(server.done.wait(), 5)
+    fin = groups[-2][-1]
+    assert isinstance(fin, Finished)
+    return [g for g in groups if g], fin
+
+
+async def test_after_the_first_token_the_socket_is_read_in_frames() -> None:
+    events = split_events(stream_bytes("counting"))
+    assert len(events) >= 10
+    eager, _ = await stream_from(PacedServer(events, 0.01), interval=0)
+    framed, fin = await stream_from(PacedServer(events, 0.01), interval=0.05)
+    assert len(eager) >= len(events) - 2  # about one read per event
+    assert len(framed) <= len(eager) // 2  # several events per read
+    assert fin.result.content == "".join(
+        ev.text for group in eager for ev in group if isinstance(ev, ContentDelta))
+
+
+async def test_framed_reads_keep_the_arrival_time_of_the_bytes() -> None:
+    """The last bytes are read ~0.4 s late (the client's frame and a stalled loop); timing is not."""
+    events = split_events(stream_bytes("plain_multitoken"))
+    server = PacedServer(events, 0.005, block_after_last=0.2)
+    _, fin = await stream_from(server, interval=0.4)
+    read_done = time.perf_counter()
+    stats = fin.stats
+    assert stats.t_first_token is not None and stats.ttft_s is not None
+    assert read_done - server.written[-1] > 0.2  # the client really read the end late
+    if rawstream.SO_TIMESTAMPNS is None:
+        pytest.skip("no kernel receive timestamps on this platform")
+    assert stats.t_first_token - server.written[1] < 0.005  # the first token event is events[1]
+    assert 0 <= stats.t_end - server.written[-1] < 0.005
+    assert stats.t_start <= server.written[0]  # TTFT counts from the request write

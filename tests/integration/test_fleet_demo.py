@@ -137,3 +137,4 @@ def test_hosts_exit_nonzero_when_a_host_is_down(demo_cluster) -> None:
         demo_cluster.fault(1, "host-down", on=False)
     assert res.returncode == 1
     assert "rank 1" in res.stdout and "remedy" in res.stdout
+

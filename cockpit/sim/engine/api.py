@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from cockpit.sim.engine import images, textgen, tokens
-from cockpit.sim.engine.arrival import arrival_of, watch_next
+from cockpit.sim.engine.arrival import ARRIVAL, note_arrival
 from cockpit.sim.engine.core import EngineCore, Request, Token, build_output, sleep_until
 from cockpit.sim.engine.metrics import render
 from cockpit.sim.engine.tracebacks import VLLM_VERSION
@@ -222,16 +222,6 @@ def deltas(toks: list[Token]) -> list[dict[str, Any]]:
     return out
 
 
-@web.middleware
-async def _arrival(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Note when each request arrived (the kernel's receive time where the loop keeps it)."""
-    request["arrival"] = arrival_of(request.transport)
-    try:
-        return await handler(request)
-    finally:
-        watch_next(request.transport)
-
-
 class ChatAPI:
     """Routes and state of the HTTP API; `core` does the scheduling."""
 
@@ -246,7 +236,7 @@ class ChatAPI:
         self.alive = True
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_arrival])
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[note_arrival])
         app.add_routes(
             [
                 web.get("/health", self.health),
@@ -312,7 +302,7 @@ class ChatAPI:
         )
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        arrival: float = request["arrival"]  # the engine's clock for this request starts here
+        arrival = request[ARRIVAL]  # the engine's clock for this request starts here
         if not self.alive:
             return ApiError("Engine is dead", 503, "ServiceUnavailableError").response()
         try:

@@ -20,6 +20,9 @@ import sys
 import time
 from typing import Any
 
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
 try:
     from asyncio.selector_events import _SelectorSocketTransport
 except ImportError:  # pragma: no cover - another asyncio
@@ -82,6 +85,15 @@ if _SelectorSocketTransport is not None and SO_TIMESTAMPNS is not None:
     class StampingLoop(asyncio.SelectorEventLoop):
         """A selector event loop whose plain TCP transports are :class:`StampedTransport`."""
 
+        async def create_server(self, *args: Any, **kwargs: Any) -> asyncio.Server:  # type: ignore[override]
+            """As asyncio's, with stamping on the listening sockets: accepted sockets inherit it, so
+            a request sent right after connecting (before the accept) is stamped too."""
+            server = await super().create_server(*args, **kwargs)
+            for sock in server.sockets:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            return server
+
         def _make_socket_transport(  # type: ignore[override]
             self, sock: socket.socket, protocol: asyncio.BaseProtocol, waiter: Any = None, *,
             extra: Any = None, server: Any = None,
@@ -109,3 +121,17 @@ def watch_next(transport: object) -> None:
     """The current request is handled: the next bytes on the connection start the next request."""
     if getattr(transport, "first_rx", None) is not None:
         transport.first_rx = None  # type: ignore[attr-defined]
+
+
+ARRIVAL = web.RequestKey("arrival", float)
+"""``request[ARRIVAL]``: the request's arrival, ``time.monotonic()`` clock (see :func:`note_arrival`)."""
+
+
+@web.middleware
+async def note_arrival(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Set ``request[ARRIVAL]``: the kernel's receive time where the loop keeps it, else now."""
+    request[ARRIVAL] = arrival_of(request.transport)
+    try:
+        return await handler(request)
+    finally:
+        watch_next(request.transport)
