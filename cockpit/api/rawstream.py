@@ -239,11 +239,12 @@ class _Conn:
         if self.closed:
             return False
         try:
-            return not self.sock.recv(1, socket.MSG_PEEK)  # data or EOF on an idle connection: unusable
+            self.sock.recv(1, socket.MSG_PEEK)  # returns at once: EOF, or bytes nobody asked for
         except BlockingIOError:
-            return True
+            return True  # nothing to read: still open
         except OSError:
             return False
+        return False
 
     def pace(self, interval: float) -> None:
         self._interval = interval

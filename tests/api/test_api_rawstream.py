@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -232,3 +233,21 @@ async def test_framed_reads_keep_the_arrival_time_of_the_bytes() -> None:
     assert stats.t_first_token - server.written[1] < 0.005  # the first token event is events[1]
     assert 0 <= stats.t_end - server.written[-1] < 0.005
     assert stats.t_start <= server.written[0]  # TTFT counts from the request write
+
+
+async def test_a_kept_connection_is_usable_only_while_open_and_quiet() -> None:
+    def conn_pair() -> tuple[rawstream._Conn, socket.socket]:
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        return rawstream._Conn(a, "http://x"), b
+
+    quiet, peer = conn_pair()
+    assert quiet.usable
+    peer.close()
+    assert not quiet.usable  # the server closed the idle connection
+    chatty, peer2 = conn_pair()
+    peer2.send(b"HTTP/1.1 408 Request Timeout\r\n\r\n")
+    assert not chatty.usable  # bytes nobody asked for
+    for c in (quiet, chatty):
+        c.abort()
+    peer2.close()
