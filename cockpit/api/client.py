@@ -114,8 +114,8 @@ class ChatStream:
 
     @property
     def stats(self) -> StreamStats | None:
-        """Timing so far (also after a cancel)."""
-        return self._acc[0].stats() if self._acc else None
+        """Timing up to the last chunk received (also after a cancel)."""
+        return self._acc[0].live_stats() if self._acc else None
 
 
 class ApiClient:

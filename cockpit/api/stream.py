@@ -318,6 +318,11 @@ class ChunkAccumulator:
             id=self._id,
         )
 
+    def live_stats(self) -> StreamStats:
+        """Timing up to the last chunk that arrived (for a live display: decode tok/s is not diluted by
+        the wait for the next read)."""
+        return self.stats(self._t_last_chunk)
+
     def stats(self, t_end: float | None = None) -> StreamStats:
         t_end = self._clock() if t_end is None else t_end
         gaps = max(self.chunks - 1, 0)

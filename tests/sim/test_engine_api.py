@@ -374,6 +374,25 @@ async def test_sse_framing_role_first_multi_token_usage(engine_url: str) -> None
     assert max(len(c["choices"][0]["delta"].get("content", "")) for c in body) > 12
 
 
+async def test_sse_continuous_usage_counts_up_on_every_chunk(engine_url: str) -> None:
+    events = await sse(
+        engine_url,
+        {
+            "messages": [{"role": "user", "content": "Tell me about deserts."}],
+            "max_tokens": 60,
+            "temperature": 0,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            **OFF,
+        },
+    )
+    chunks = [e for e in events if isinstance(e, dict)]
+    counts = [c["usage"]["completion_tokens"] for c in chunks]
+    assert counts[0] == 0 and counts == sorted(counts) and counts[-1] == 60
+    assert all(c["usage"]["total_tokens"] == c["usage"]["prompt_tokens"] + n for c, n in zip(chunks, counts,
+                                                                                           strict=True))
+    assert len(set(counts)) > 10  # it moves with the tokens, not only at the end
+
+
 async def test_sse_reasoning_effort_scales(engine_url: str) -> None:
     async def reasoning_tokens(effort: str | int) -> tuple[int, list[dict]]:
         events = await sse(

@@ -52,6 +52,7 @@ class ParsedRequest:
     stop: list[str]
     stream: bool
     include_usage: bool
+    continuous_usage: bool  # vLLM's stream_options.continuous_usage_stats: usage so far on every chunk
     named_tool: bool
     body: dict[str, Any] = field(default_factory=dict)
 
@@ -189,6 +190,7 @@ def parse(body: Any, served: str, max_model_len: int, max_images: int = MAX_IMAG
         stop=stop,
         stream=bool(body.get("stream", False)),
         include_usage=bool(opts.get("include_usage", False)),
+        continuous_usage=bool(opts.get("include_usage", False) and opts.get("continuous_usage_stats", False)),
         named_tool=named,
         body=body,
     )
@@ -380,12 +382,19 @@ class ChatAPI:
         self, pr: ParsedRequest, req: Request, chunk: Any, base: dict[str, Any]
     ) -> AsyncIterator[tuple[list[dict[str, Any] | str], float]]:
         """The request's SSE payloads, one list per engine step with the time it is due (one write each)."""
-        role_sent, had_tools, due = False, False, 0.0
+        role_sent, had_tools, due, sent = False, False, 0.0, 0
+
+        def counted(c: dict[str, Any]) -> dict[str, Any]:
+            if pr.continuous_usage:
+                c["usage"] = {"prompt_tokens": pr.prompt_tokens, "total_tokens": pr.prompt_tokens + sent,
+                              "completion_tokens": sent}
+            return c
+
         while True:
             ev = await req.events.get()
             out: list[dict[str, Any] | str] = []
             if not role_sent:
-                out.append(chunk({"role": "assistant", "content": ""}))
+                out.append(counted(chunk({"role": "assistant", "content": ""})))
                 role_sent = True
             if ev[0] == "error":
                 out.append({"error": ApiError(ev[1], 500, "InternalServerError").body()["error"]})
@@ -394,12 +403,13 @@ class ChatAPI:
                 yield out, due
                 continue
             _, toks, finish, due = ev
+            sent += len(toks)
             parts = deltas(toks)
             had_tools = had_tools or any("tool_calls" in d for d in parts)
             reason = self._finish_reason(pr, finish, had_tools) if finish else None
             if not parts and reason:
                 parts = [{}]
-            out += [chunk(d, reason if i == len(parts) - 1 else None) for i, d in enumerate(parts)]
+            out += [counted(chunk(d, reason if i == len(parts) - 1 else None)) for i, d in enumerate(parts)]
             if finish:
                 break
             yield out, due
