@@ -32,6 +32,28 @@ class ChatInputError(ValueError):
     """Bad input caught before anything is sent (request settings, image, tool result)."""
 
 
+def check_temperature(value: float) -> float:
+    """``value`` if it is a temperature vLLM takes (0-2), else :class:`ChatInputError`."""
+    if not 0.0 <= value <= 2.0:
+        raise ChatInputError(f"temperature must be within 0-2, not {value:g}")
+    return value
+
+
+def check_top_p(value: float) -> float:
+    """``value`` if it is a top_p vLLM takes ((0, 1]), else :class:`ChatInputError`."""
+    if not 0.0 < value <= 1.0:
+        raise ChatInputError(f"top_p must be within (0, 1], not {value:g}")
+    return value
+
+
+def parse_number(text: str, what: str) -> float:
+    """A number typed by the operator, or :class:`ChatInputError` naming ``what``."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ChatInputError(f"{what} needs a number, not {text!r}") from None
+
+
 class FileInputError(ChatInputError):
     """A file given by the user is unusable: names the file and the reason."""
 
@@ -73,10 +95,10 @@ class ChatRequest:
             or (isinstance(effort, int) and 1 <= effort <= 100)
         ):
             raise ChatInputError(f"reasoning_effort must be low, high, xhigh, max or 1-100, not {effort!r}")
-        if self.temperature is not None and not 0.0 <= self.temperature <= 2.0:
-            raise ChatInputError(f"temperature must be within 0-2, not {self.temperature}")
-        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
-            raise ChatInputError(f"top_p must be within (0, 1], not {self.top_p}")
+        if self.temperature is not None:
+            check_temperature(self.temperature)
+        if self.top_p is not None:
+            check_top_p(self.top_p)
         if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or self.max_tokens < 1):
             raise ChatInputError(f"max_tokens must be a positive integer, not {self.max_tokens}")
         if isinstance(self.tool_choice, str) and self.tool_choice not in ("auto", "none", "required"):

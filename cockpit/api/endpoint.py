@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from cockpit.api.client import STREAM_INTERVAL, ApiClient, HealthResult
+from cockpit.api.smoke import SmokeStep, run_smoke
 from cockpit.hosts import Fleet, HostUnavailable
 
 EndpointState = Literal[
@@ -188,3 +189,16 @@ async def rank0_fleet_connected(fleet: Fleet, timeout: float) -> bool:
     host = fleet[API_RANK]
     host.start()
     return await host.wait_connected(timeout)
+
+
+async def smoke_through(endpoint: ApiEndpoint) -> AsyncIterator[SmokeStep]:
+    """The smoke test through ``endpoint``: one failed ``tunnel`` step if it cannot be reached, else
+    :func:`run_smoke`'s steps."""
+    t0 = time.perf_counter()
+    try:
+        client = await endpoint.client()
+    except EndpointDown as exc:  # nothing else can run
+        yield SmokeStep("tunnel", False, exc.status.message, time.perf_counter() - t0, exc.status.remedy)
+        return
+    async for step in run_smoke(client):
+        yield step

@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
@@ -26,10 +25,9 @@ from cockpit.api import (
     StreamError,
     ToolCall,
     load_tools,
-    run_smoke,
 )
-from cockpit.api.chat import EFFORT_LEVELS
-from cockpit.api.endpoint import ApiEndpoint, EndpointDown, EndpointStatus, rank0_fleet_connected
+from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
+from cockpit.api.endpoint import ApiEndpoint, EndpointStatus, rank0_fleet_connected, smoke_through
 from cockpit.api.smoke import all_passed
 from cockpit.api.stream import ChatResult, StreamStats
 from cockpit.cli.common import CliError, add_json, load, print_json, run_async_fast
@@ -50,15 +48,13 @@ def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
     add_json(p)
 
 
-def _float_arg(lo: float, hi: float, name: str, lo_open: bool = False) -> Any:
+def _checked(check: Callable[[float], float], name: str) -> Callable[[str], float]:
+    """An argparse type: a number that ``check`` (the API's own range rule) accepts."""
     def parse(text: str) -> float:
         try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, not {text!r}") from None
-        if value > hi or value < lo or (lo_open and value == lo):
-            raise argparse.ArgumentTypeError(f"{name} must be within {'(' if lo_open else '['}{lo}, {hi}]")
-        return value
+            return check(parse_number(text, name))
+        except ChatInputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     return parse
 
 
@@ -84,8 +80,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="thinking mode (default: on)")
     p.add_argument("--effort", choices=sorted(EFFORT_LEVELS, key=EFFORT_LEVELS.__getitem__), default="xhigh",
                    help="reasoning effort with thinking on (default: xhigh)")
-    p.add_argument("--temperature", type=_float_arg(0.0, 2.0, "temperature"), default=1.0)
-    p.add_argument("--top-p", type=_float_arg(0.0, 1.0, "top_p", lo_open=True), default=0.95)
+    p.add_argument("--temperature", type=_checked(check_temperature, "temperature"), default=1.0)
+    p.add_argument("--top-p", type=_checked(check_top_p, "top_p"), default=0.95)
     p.add_argument("--max-tokens", type=_positive_int, default=None)
     p.add_argument("--system", metavar="TEXT", help="a system prompt")
     p.add_argument("--image", action="append", default=[], metavar="FILE",
@@ -299,16 +295,9 @@ def step_dict(step: SmokeStep) -> dict[str, Any]:
 async def smoke_main(args: argparse.Namespace) -> list[SmokeStep]:
     steps: list[SmokeStep] = []
     async with open_endpoint(args) as endpoint:
-        t0 = time.perf_counter()
         if args.wait > 0:
             await endpoint.wait_ready(args.wait)
-        try:
-            client = await endpoint.client()
-        except EndpointDown as exc:  # the tunnel step fails, nothing else can run
-            step = SmokeStep("tunnel", False, exc.status.message, time.perf_counter() - t0, exc.status.remedy)
-            _print_step(step, args.json)
-            return [step]
-        async for step in run_smoke(client):
+        async for step in smoke_through(endpoint):
             steps.append(step)
             _print_step(step, args.json)
     return steps

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cockpit.config import ClusterConfig, discover_config, load_config
+from cockpit.recipe.checks import ranks_text
 
 T = TypeVar("T")
 
@@ -22,6 +23,14 @@ class CliError(Exception):
     def __init__(self, message: str, exit_code: int = 1):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def check_ranks(config: ClusterConfig, ranks: list[int] | None) -> None:
+    """A usage error (exit 2) naming the ``--rank`` values no host in cluster.toml has."""
+    bad = sorted(set(ranks or ()) - set(config.ranks))
+    if bad:
+        raise CliError(f"no host has rank {', '.join(map(str, bad))} (ranks: {ranks_text(config.ranks)})",
+                       exit_code=2)
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from cockpit.cli.common import CliError, add_json, load, print_json, run_async, table
+from cockpit.cli.common import CliError, add_json, check_ranks, load, print_json, run_async, table
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.recipe.checks import PreflightFinished, Verdict, group_results, ranks_text
@@ -62,11 +62,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyError as exc:
         raise CliError(str(exc.args[0]), exit_code=2) from None
     ranks = args.rank
-    if ranks:
-        bad = sorted(set(ranks) - set(config.ranks))
-        if bad:
-            raise CliError(f"no host has rank {', '.join(map(str, bad))} (ranks: "
-                           f"{ranks_text(config.ranks)})", exit_code=2)
+    check_ranks(config, ranks)
     final = run_async(_run(config, only, ranks))
     if args.json:
         print_json({"ok": final.ok, "elapsed": round(final.elapsed, 3),

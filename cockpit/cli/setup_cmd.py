@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TextIO
 
-from cockpit.cli.common import CliError, add_json, load, print_json, run_async, table
+from cockpit.cli.common import CliError, add_json, check_ranks, load, print_json, run_async, table
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.recipe.checks import ranks_text
@@ -143,11 +143,7 @@ async def _run(args: argparse.Namespace, config: ClusterConfig, jobs: list[str])
 
 def run(args: argparse.Namespace) -> int:
     _, config = load(args)
-    if args.rank:
-        bad = sorted(set(args.rank) - set(config.ranks))
-        if bad:
-            raise CliError(f"no host has rank {', '.join(map(str, bad))} (ranks: {ranks_text(config.ranks)})",
-                           exit_code=2)
+    check_ranks(config, args.rank)
     jobs = expand_jobs(args.job)
     try:
         return run_async(_run(args, config, jobs))

@@ -143,3 +143,22 @@ def test_smoke_fails_when_api_down(capsys) -> None:
     out = capsys.readouterr().out
     assert rc == 1
     assert out.startswith("FAIL  health") and "remedy:" in out and "FAILED" in out
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--top-p", "0"], "top_p must be within (0, 1], not 0"),
+    (["--temperature", "2.5"], "temperature must be within 0-2, not 2.5"),
+    (["--temperature", "warm"], "temperature needs a number, not 'warm'"),
+])
+def test_chat_sampling_out_of_range_is_a_usage_error(argv: list[str], said: str, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["chat", "hi", *argv, "--api-url", "http://127.0.0.1:9"])
+    assert info.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+def test_unknown_rank_is_a_usage_error(capsys) -> None:
+    config = str(REPO / "tests" / "fixtures" / "cluster.toml")
+    for command in (["preflight"], ["setup", "env"]):
+        assert main(["--config", config, *command, "--rank", "9"]) == 2
+        assert "no host has rank 9 (ranks: 0-3)" in capsys.readouterr().err

@@ -45,10 +45,9 @@ from cockpit.api import (
     ToolCallDelta,
     Usage,
     load_tools,
-    run_smoke,
 )
-from cockpit.api.chat import EFFORT_LEVELS
-from cockpit.api.endpoint import ApiEndpoint, EndpointDown, EndpointStatus
+from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
+from cockpit.api.endpoint import ApiEndpoint, EndpointDown, EndpointStatus, smoke_through
 from cockpit.api.smoke import all_passed
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.widgets.chat_turns import AssistantTurn, Notice, SmokeTurn, ToolResultTurn, UserTurn
@@ -446,15 +445,7 @@ class ChatPane(Vertical):
     @work(exclusive=True, group="chat-smoke", exit_on_error=False)
     async def run_smoke_test(self) -> None:
         steps: list[SmokeStep] = []
-        t0 = time.perf_counter()
-        try:
-            client = await self.endpoint.client()
-        except EndpointDown as exc:
-            step = SmokeStep("tunnel", False, exc.status.message, time.perf_counter() - t0, exc.status.remedy)
-            self.post_message(SmokeProgress(step))
-            self.post_message(SmokeProgress(None, False))
-            return
-        async for step in run_smoke(client):
+        async for step in smoke_through(self.endpoint):
             steps.append(step)
             self.post_message(SmokeProgress(step))
         self.post_message(SmokeProgress(None, all_passed(steps)))
@@ -481,12 +472,9 @@ class ChatPane(Vertical):
         s = self.session.settings
         try:
             if name in ("/temp", "/temperature"):
-                s.temperature = self._number(arg, 0.0, 2.0, "temperature")
+                s.temperature = check_temperature(parse_number(arg, "temperature"))
             elif name == "/top_p":
-                value = self._number(arg, 0.0, 1.0, "top_p")
-                if value == 0:
-                    raise ChatInputError("top_p must be within (0, 1]")
-                s.top_p = value
+                s.top_p = check_top_p(parse_number(arg, "top_p"))
             elif name == "/max":
                 s.max_tokens = None if arg in ("off", "none", "") else int(self._number(arg, 1, 10**7, "max"))
             elif name == "/effort":
@@ -524,10 +512,7 @@ class ChatPane(Vertical):
 
     @staticmethod
     def _number(text: str, lo: float, hi: float, what: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ChatInputError(f"{what} needs a number, not {text!r}") from None
+        value = parse_number(text, what)
         if not lo <= value <= hi:
             raise ChatInputError(f"{what} must be within {lo:g}-{hi:g}")
         return value
