@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cockpit.cli.common import table
 from cockpit.config import (
     ClusterConfig,
     ConfigError,
@@ -23,11 +24,6 @@ from cockpit.config import (
 from cockpit.envfile import config_from_env, env_for_rank, parse_env
 
 Result = tuple[bool, str, dict[str, Any]]
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
 def host_rows(cfg: ClusterConfig) -> list[dict[str, Any]]:
@@ -66,16 +62,12 @@ def summary(cfg: ClusterConfig) -> str:
         f"local Engram edges {'on' if s.local_engram_edges else 'off'}",
         "",
     ]
-    rows = [["RANK", "SSH TARGET", "FABRIC IP", "IFACE", "HCA", "GID"]]
-    for h in cfg.by_rank():
-        rows.append([str(h.rank), h.target, h.fabric_ip, h.fabric_iface, ",".join(h.ib_hca),
-                     str(h.gid_index)])
-    lines += _table(rows)
-    path_rows = [["RANK", "MODEL", "ENGRAM", "CACHE", "RECIPE DIR"]]
-    for h in cfg.by_rank():
-        path_rows.append([str(h.rank), cfg.model_path(h.rank), cfg.engram_path(h.rank),
-                          cfg.cache_path(h.rank), cfg.recipe_dir(h.rank)])
-    lines += ["", *_table(path_rows)]
+    rows = [[str(h.rank), h.target, h.fabric_ip, h.fabric_iface, ",".join(h.ib_hca), str(h.gid_index)]
+            for h in cfg.by_rank()]
+    lines.append(table(rows, ["RANK", "SSH TARGET", "FABRIC IP", "IFACE", "HCA", "GID"]))
+    path_rows = [[str(h.rank), cfg.model_path(h.rank), cfg.engram_path(h.rank), cfg.cache_path(h.rank),
+                  cfg.recipe_dir(h.rank)] for h in cfg.by_rank()]
+    lines += ["", table(path_rows, ["RANK", "MODEL", "ENGRAM", "CACHE", "RECIPE DIR"])]
     return "\n".join(lines)
 
 
