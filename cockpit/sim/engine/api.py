@@ -369,9 +369,13 @@ class ChatAPI:
             return {**base, "choices": [choice]}
 
         try:
+            first_sent = False
             async for frames, due in self._pump(pr, req, chunk, base):
                 data = "".join(map(frame, frames)).encode()
                 await sleep_until(due)
+                if req.first_token and not first_sent:  # the engine's TTFT is when the token left
+                    first_sent = True
+                    req.first_token = max(req.first_token, time.monotonic())
                 await resp.write(data)
         except ConnectionResetError:  # the client went away; the caller aborts the request
             return resp
