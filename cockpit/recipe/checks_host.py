@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import statistics
+from dataclasses import asdict
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts.shell import Cmd
@@ -300,14 +301,14 @@ def _container(p: Probe) -> Outcome:
     info = _docker_info(p)
     if info is None or not info.ok or p.status("docker.ps") != 0:
         return Outcome(Verdict.UNKNOWN, "Docker not answering (see the docker check)", DOCKER_REMEDY)
-    row = P.container_named(P.parse_docker_ps(p.output("docker.ps")), name)
+    row = dk.ps_named(p.output("docker.ps"), name)
     if row is None:
         return Outcome(Verdict.PASS, f"no container named {name}")
-    value = f"{name} exists: {row.get('State', '?')} ({row.get('Status', '')}), image {row.get('Image', '?')}"
+    value = f"{name} exists: {row.state or '?'} ({row.status}), image {row.image or '?'}"
     return Outcome(Verdict.FAIL, value,
                    f"the launcher refuses an existing {name}: inspect it (`docker inspect {name}`, "
                    f"`docker logs --tail 100 {name}`) and stop or remove it yourself if it is stale — "
-                   "the cockpit never removes containers", facts={"container": row})
+                   "the cockpit never removes containers", facts={"container": asdict(row)})
 
 
 CONTAINER = Check("container", 6, "no leftover container", _container_cmds, _container)

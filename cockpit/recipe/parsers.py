@@ -472,19 +472,6 @@ def parse_docker_info(text: str) -> DockerInfo | None:
                       errors=errors, architecture=_str(d.get("Architecture")))
 
 
-def parse_docker_ps(text: str) -> list[dict[str, str]]:
-    """`docker ps -a --format '{{json .}}'` (one object per line; `--format json` prints the same)."""
-    return [{str(k): str(v) for k, v in item.items()} for item in _json_list(text)]
-
-
-def container_named(rows: list[dict[str, str]], name: str) -> dict[str, str] | None:
-    for row in rows:
-        names = [n.strip().lstrip("/") for n in row.get("Names", "").split(",")]
-        if name in names:
-            return row
-    return None
-
-
 _IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 
 

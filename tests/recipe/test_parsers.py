@@ -7,6 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cockpit.recipe import containers as dk
 from cockpit.recipe import parsers as P
 
 SMI_TABLE = """Mon Nov 24 10:21:33 2025
@@ -232,11 +233,12 @@ def test_docker_ps_lines_and_container_lookup() -> None:
         '{"ID":"abc","Names":"ds41_r37","State":"exited","Status":"Exited (1) 3 minutes ago",'
         '"Image":"local/ds41-r37-spark:runtime"}\n{"ID":"def","Names":"other,alias","State":"running"}\n'
     )
-    rows = P.parse_docker_ps(text)
-    assert P.container_named(rows, "ds41_r37")["State"] == "exited"  # type: ignore[index]
-    assert P.container_named(rows, "alias")["ID"] == "def"  # type: ignore[index]
-    assert P.container_named(rows, "ds41") is None
-    assert P.parse_docker_ps("") == []
+    exited = dk.ps_named(text, "ds41_r37")
+    assert exited is not None and exited.state == "exited" and exited.image == "local/ds41-r37-spark:runtime"
+    alias = dk.ps_named(text, "alias")
+    assert alias is not None and alias.id == "def" and alias.names == ("other", "alias")
+    assert dk.ps_named(text, "ds41") is None  # exact names only (docker's filter matches substrings)
+    assert dk.parse_ps("") == []
     assert P.parse_image_id("sha256:" + "a" * 64 + "\n") == "sha256:" + "a" * 64
     assert P.parse_image_id("Error: No such image: local/x") is None
 
@@ -310,7 +312,7 @@ def test_parsers_never_raise_on_junk(text: str) -> None:
     P.parse_ibv_devinfo(text)
     P.parse_head_verbose(text)
     P.parse_docker_info(text)
-    P.parse_docker_ps(text)
+    dk.parse_ps(text)
     P.parse_ss_listeners(text)
     P.parse_safetensors_index(text)
     P.parse_find_sizes(text)
