@@ -15,12 +15,10 @@ A cluster directory holds everything a cockpit (or plain `ssh`) needs to reach t
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -31,6 +29,7 @@ import asyncssh
 
 from cockpit import constants as C
 from cockpit.sim import layout
+from cockpit.sim.procs import alive, terminate
 
 DEMO_SPEED = 45.0          # a ~15 min boot shown in ~20 s
 DEMO_DISK_BYTES = 512 << 20
@@ -226,7 +225,7 @@ def _wait_for(path: Path, timeout: float, proc: subprocess.Popen[bytes] | None, 
 def demo_up(cluster_dir: Path, *, n: int = 4, speed: float = DEMO_SPEED) -> Path:
     """Start the demo cluster (no root) in a background process; returns DIR/cluster.toml."""
     cluster_dir = cluster_dir.resolve()
-    if (m := Manifest.load(cluster_dir)) and any(_alive(pid) for pid in m.pids):
+    if (m := Manifest.load(cluster_dir)) and any(alive(pid) for pid in m.pids):
         raise SimError(f"a simulated cluster is already running from {cluster_dir}; "
                        f"`r37-cockpit sim down --dir {cluster_dir}` stops it")
     ips = demo_fabric_ips(n)
@@ -259,16 +258,6 @@ def demo_up(cluster_dir: Path, *, n: int = 4, speed: float = DEMO_SPEED) -> Path
     return write_client_files(cluster_dir, plans, hub, per_host_paths=True, speed=speed)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sim_processes(cluster_dir: Path) -> list[int]:
     """Every process whose R37_SIM_ROOT lies in this cluster directory (shells, shims, engines)."""
     prefix = f"{layout.ROOT_ENV}={cluster_dir.resolve()}/".encode()
@@ -285,27 +274,6 @@ def sim_processes(cluster_dir: Path) -> list[int]:
     return found
 
 
-def _terminate(pids: list[int], grace: float = 3.0) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        _reap(pids)  # our own child stays a zombie (alive to kill -0) until reaped
-        time.sleep(0.05)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    _reap(pids)
-
-
-def _reap(pids: list[int]) -> None:
-    """Collect those of `pids` that are our own exited children, so none lingers as a zombie."""
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-
-
 def down(cluster_dir: Path) -> list[str]:
     """Stop exactly what `sim up` started in this directory; returns what was stopped."""
     cluster_dir = cluster_dir.resolve()
@@ -316,10 +284,10 @@ def down(cluster_dir: Path) -> list[str]:
     if manifest.kind == "lab":
         from cockpit.sim.lab import lab_down
         stopped += lab_down(cluster_dir, manifest)
-    _terminate(manifest.pids)
+    terminate(manifest.pids)
     stopped += [f"process {p}" for p in manifest.pids]
     leftovers = sim_processes(cluster_dir)
-    _terminate(leftovers)
+    terminate(leftovers)
     stopped += [f"host process {p}" for p in leftovers]
     (cluster_dir / MANIFEST).unlink(missing_ok=True)
     for name in ("demo-ready.json", "cluster.toml"):

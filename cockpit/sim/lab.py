@@ -47,6 +47,7 @@ from cockpit.sim.cluster import (
     prepare_hosts,
     write_client_files,
 )
+from cockpit.sim.procs import alive, reap, terminate
 
 PREFIX = "r37lab"
 MGMT_IFACE = "enP7s7"
@@ -169,41 +170,6 @@ def netns_list() -> list[str]:
 def netns_pids(ns: str) -> list[int]:
     out = _ip("netns", "pids", ns, check=False).stdout
     return [int(tok) for tok in out.split() if tok.isdigit()]
-
-
-def _alive(pid: int) -> bool:
-    """True for a live process (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _reap(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-
-
-def _kill_all(pids: list[int], grace: float = 3.0) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        _reap(pids)
-        time.sleep(0.05)
-    for pid in pids:
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        _reap(pids)
-        time.sleep(0.05)
-    _reap(pids)
 
 
 @contextlib.contextmanager
@@ -349,7 +315,7 @@ def _running(manifest: Manifest | None) -> bool:
     if manifest is None:
         return False
     existing = set(netns_list())
-    return any(_alive(p) for p in manifest.pids) or any(ns in existing for ns in manifest.netns)
+    return any(alive(p) for p in manifest.pids) or any(ns in existing for ns in manifest.netns)
 
 
 # --- up / down ----------------------------------------------------------------------------------------
@@ -479,7 +445,7 @@ def lab_down(cluster_dir: Path, manifest: Manifest) -> list[str]:
     extra = manifest.extra
     watcher = extra.get("watcher_pid")
     if isinstance(watcher, int) and _is_watcher(watcher, cluster_dir):
-        _kill_all([watcher])
+        terminate([watcher])
         removed.append(f"watcher {watcher}")
     ours = [ns for ns in manifest.netns if ns.startswith(PREFIX + "-")]
     existing = set(netns_list())
@@ -490,11 +456,11 @@ def lab_down(cluster_dir: Path, manifest: Manifest) -> list[str]:
             pids = [p for p in netns_pids(ns) if p != os.getpid()]
             if not pids:
                 break
-            _kill_all(pids)
+            terminate(pids)
             removed += [f"process {p} in {ns}" for p in pids]
         _ip("netns", "del", ns, check=False)
         removed.append(f"netns {ns}")
-    _reap([p for p in extra.get("sshd_pids", []) or [] if isinstance(p, int)])
+    reap([p for p in extra.get("sshd_pids", []) or [] if isinstance(p, int)])
     links = [*(extra.get("veths") or []), *(extra.get("bridges") or [])]
     for link in links:
         if not (isinstance(link, str) and link.startswith(("r37m-", "r37f-")) and link_exists(link)):

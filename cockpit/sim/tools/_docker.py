@@ -14,6 +14,7 @@ import json
 import os
 import time
 
+from cockpit.sim.procs import alive
 from cockpit.sim.tools import _host
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -89,22 +90,6 @@ def save_image(img: dict) -> None:
 # --- containers -------------------------------------------------------------------------------
 
 
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def read_state(cid: str) -> dict:
     """`.State` of a container; a 'running' container whose shim is gone is reported dead-exited."""
     st = _host.read_json(os.path.join(container_dir(cid), "state.json"), None)
@@ -122,7 +107,7 @@ def read_state(cid: str) -> dict:
             "StartedAt": ZERO_TIME,
             "FinishedAt": ZERO_TIME,
         }
-    if st.get("Running") and not pid_alive(int(st.get("ShimPid", 0))):
+    if st.get("Running") and not alive(int(st.get("ShimPid", 0))):
         st.update(Status="exited", Running=False, Pid=0, ExitCode=255, FinishedAt=_host.rfc3339nano())
     return st
 
