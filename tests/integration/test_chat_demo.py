@@ -198,6 +198,11 @@ async def test_pane_streams_stops_and_runs_the_smoke_test(rank0: Rank0Engine, de
         assert not pane.session.settings.thinking
         pane.send("Write a very long essay about the ocean.")
         await _until(pilot, lambda: pane._turn is not None and pane._turn.content_text, 20)
+        # usage on every chunk (continuous_usage_stats): tokens and tok/s move while it streams
+        await _until(pilot, lambda: pane._turn is not None and pane._turn.stats is not None
+                     and (pane._turn.stats.completion_tokens or 0) >= 5, 20)
+        live = pane._turn.stats
+        assert pane._streaming and live is not None and live.decode_tps is not None
         await pilot.press("escape")
         await _until(pilot, lambda: not pane._streaming, 10)
         stopped = list(app.query(AssistantTurn))[-1]

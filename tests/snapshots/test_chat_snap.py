@@ -48,6 +48,27 @@ def test_streaming_answer_reasoning_collapsed(snap_compare, fixed_config) -> Non
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
+def test_streaming_answer_with_live_usage(snap_compare, fixed_config) -> None:
+    """Usage on every chunk: tokens and tok/s shown while the answer still streams (thinking unfolded)."""
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        pane = await _open_chat(app, pilot, READY)
+        pane.session.add_user("Count from 1 to 30.")
+        pane.rebuild()
+        pane.begin_answer()
+        pane.feed(RoleStarted())
+        pane.feed(ReasoningDelta("Counting, one number a line."))
+        pane.feed(ContentDelta("1\n2\n3\n4\n5\n6\n7\n8"))
+        live = StreamStats(t_start=0.0, t_first_token=0.05, t_end=0.65, completion_tokens=31, chunks=9,
+                           max_gap_s=0.04, mean_gap_s=0.04)
+        pane._turn.set_stats(live)  # what flush() takes from the running stream
+        pane.flush()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
 def test_tool_call_shown(snap_compare, fixed_config) -> None:
     app = CockpitApp(fixed_config, connect=False)
 
