@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import socket
 import struct
 import sys
@@ -194,15 +195,12 @@ class _ReadTimeout(Exception):
     """Set on the waiting read by the watchdog: no data for the read timeout."""
 
 
-def _enable_stamps(sock: socket.socket) -> bool:
-    """Ask the kernel to stamp received data with its arrival time (Linux ``SO_TIMESTAMPNS``)."""
-    if SO_TIMESTAMPNS is None:
-        return False
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    except OSError:
-        return False
-    return True
+def _enable_stamps(sock: socket.socket) -> None:
+    """Ask the kernel to stamp received data with its arrival time (Linux ``SO_TIMESTAMPNS``); where it
+    cannot, reads are timed when they return."""
+    if SO_TIMESTAMPNS is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
 
 
 class _Conn:
@@ -221,7 +219,7 @@ class _Conn:
     def __init__(self, sock: socket.socket, url: str) -> None:
         self.sock = sock
         self.url = url
-        self.stamps = _enable_stamps(sock)
+        _enable_stamps(sock)
         self._fd = sock.fileno()
         self._loop = asyncio.get_running_loop()
         self._pending: tuple[bytes, float] | None = None  # read past the head: the body's first bytes
