@@ -373,7 +373,7 @@ class UISection(Strict):
     log_buffer_lines: Annotated[int, int_range(1000, 10_000_000, "log buffer lines")] = 200_000
     # After an answer's first token its socket is read (and the answer redrawn) once per frame: every
     # wakeup costs the client more than the bytes it brings. 0 = read every piece as it arrives.
-    stream_frame_ms: Annotated[int, int_range(0, 2000, "stream frame ms")] = 300
+    stream_frame_ms: Annotated[int, int_range(0, 2000, "stream frame ms")] = C.STREAM_FRAME_MS
 
 
 class HostEntry(Strict):

@@ -44,3 +44,7 @@ LAUNCH_LABEL = "r37-cockpit.launched"
 # Engine behaviour the card reports.
 SINGLE_STREAM_TOKS = 50.50
 AGGREGATE_8_TOKS = 229.28
+
+# How often a streamed answer is read (and redrawn) once its first token is in: wakeups cost the client
+# more than the bytes they bring (see cockpit/api/rawstream.py). `[ui] stream_frame_ms` overrides it.
+STREAM_FRAME_MS = 300

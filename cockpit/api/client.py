@@ -32,12 +32,13 @@ from cockpit.api.stream import (
     StreamStats,
     result_from_response,
 )
+from cockpit.constants import STREAM_FRAME_MS
 
 HealthState = Literal["ready", "engine_dead", "not_ready", "unreachable", "timeout", "http_error"]
 _MAX_ERROR_BODY = 64 * 1024
 _HEADERS = {"User-Agent": "r37-cockpit"}
 _CHAT_PATH = "/v1/chat/completions"
-STREAM_INTERVAL = 0.3
+STREAM_INTERVAL = STREAM_FRAME_MS / 1000
 """Once an answer's first token is in, its socket is read at most this often (s); see :class:`ApiClient`."""
 
 
