@@ -288,6 +288,7 @@ class ApiClient:
         acc = ChunkAccumulator(t_start=time.perf_counter())
         holder.append(acc)
         pace: Callable[[float], None] | None = None
+        answered = False  # the response head is in (an httpx failure after it is a drop, not "no answer")
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if self._raw is not None:
@@ -303,6 +304,7 @@ class ApiClient:
                                           headers={"Accept": "text/event-stream"})
                     )
                     status, ctype = resp.status_code, resp.headers.get("content-type", "")
+                    answered = True
                     pieces = _read_now(resp.aiter_bytes())
                 if status != 200:
                     err = from_status(status, await _error_body(pieces), url)
@@ -336,7 +338,7 @@ class ApiClient:
                     yield batch + acc.end_of_body(time.perf_counter())
         except httpx.HTTPError as exc:
             if not acc.done:
-                err = from_transport(exc, url)
+                err = from_transport(exc, url, answered=answered)
                 yield [acc.fail(err.message, err.kind, err.remedy, err.status)]
         except ApiError as exc:
             if not acc.done:

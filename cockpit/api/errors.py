@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -40,18 +41,23 @@ class ApiError(Exception):
         return f"ApiError(kind={self.kind!r}, message={self.message!r}, status={self.status!r})"
 
 
-def is_refused(exc: BaseException) -> bool:
-    """True if ``exc`` (or an exception it was raised from) is a refused connection."""
+def _caused_by(exc: BaseException, test: Callable[[BaseException], bool]) -> bool:
+    """True if ``test`` holds for ``exc`` or an exception it was raised from."""
     seen: set[int] = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
-        if isinstance(cur, ConnectionRefusedError) or getattr(cur, "errno", None) == errno.ECONNREFUSED:
-            return True
-        if "connection refused" in str(cur).lower() or "connect call failed" in str(cur).lower():
+        if test(cur):
             return True
         cur = cur.__cause__ or cur.__context__
     return False
+
+
+def is_refused(exc: BaseException) -> bool:
+    """True if ``exc`` (or an exception it was raised from) is a refused connection."""
+    return _caused_by(exc, lambda e: isinstance(e, ConnectionRefusedError)
+                      or getattr(e, "errno", None) == errno.ECONNREFUSED
+                      or "connection refused" in str(e).lower() or "connect call failed" in str(e).lower())
 
 
 def connect_timed_out(url: str) -> ApiError:
@@ -80,8 +86,18 @@ def dropped(url: str, detail: object) -> ApiError:
     return ApiError("unreachable", f"connection to {url} dropped: {detail}", REMEDY_REFUSED)
 
 
-def from_transport(exc: httpx.HTTPError, url: str) -> ApiError:
-    """Map an httpx transport exception to an :class:`ApiError`."""
+def _reset(exc: BaseException) -> bool:
+    """True if ``exc`` was raised from a connection reset."""
+    return _caused_by(exc, lambda e: isinstance(e, ConnectionResetError)
+                      or getattr(e, "errno", None) == errno.ECONNRESET)
+
+
+def from_transport(exc: httpx.HTTPError, url: str, *, answered: bool = False) -> ApiError:
+    """Map an httpx transport exception to an :class:`ApiError`.
+
+    ``answered``: the response head had arrived. Before it, a reset is the same as a close without a
+    response (an SSH tunnel whose far end refuses resets or closes the local connection, either way).
+    """
     if isinstance(exc, httpx.ConnectTimeout):
         return connect_timed_out(url)
     if isinstance(exc, httpx.TimeoutException):
@@ -91,6 +107,8 @@ def from_transport(exc: httpx.HTTPError, url: str) -> ApiError:
     if isinstance(exc, httpx.ConnectError):
         return connect_failed(url, exc)
     if isinstance(exc, httpx.RemoteProtocolError) and "without sending" in str(exc):
+        return closed_without_response(url)
+    if not answered and isinstance(exc, httpx.ReadError) and _reset(exc):
         return closed_without_response(url)
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
         return dropped(url, exc)

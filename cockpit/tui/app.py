@@ -107,8 +107,12 @@ class CockpitApp(App[None]):
         self.show_status(message.status)
 
     def show_status(self, status: HostStatus) -> None:
-        """Render one host's new status everywhere it shows."""
-        self.query_one(HostsPane).update_status(status)
+        """Render one host's new status everywhere it shows (nowhere once the app is closing: the fleet
+        closes in `on_unmount`, after the panes are gone, and its hosts still report CLOSED)."""
+        panes = self.query(HostsPane)
+        if not panes:
+            return
+        panes.first().update_status(status)
         self._refresh_header()
 
     def _tick(self) -> None:

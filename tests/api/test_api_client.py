@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import struct
 from collections.abc import AsyncIterator
 
 import pytest
@@ -160,6 +161,20 @@ async def test_tunnel_up_engine_down_is_not_ready() -> None:
         (err,) = await collect(client)
     assert h.state == "not_ready" and "booting" in h.remedy
     assert isinstance(err, StreamError) and err.kind == "not_ready"
+
+
+async def test_tunnel_up_engine_down_reset_is_not_ready_too() -> None:
+    """The forward may also reset the local connection (it had unread bytes): still "no answer"."""
+    async def accept_and_reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+        await asyncio.sleep(0.05)  # the request is in, unread
+        writer.transport.abort()
+
+    server, base = await _raw_server(accept_and_reset)
+    async with server, client_for(base) as client:
+        h = await client.health()
+    assert h.state == "not_ready" and "without a response" in h.message, h
 
 
 async def test_silent_server_times_out() -> None:
