@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import socket
-import struct
-import sys
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from urllib.parse import unquote, urlsplit
 
+from cockpit import kstamp
 from cockpit.api.errors import (
     REMEDY_PROTOCOL,
     REMEDY_TIMEOUT,
@@ -34,9 +32,6 @@ from cockpit.api.errors import (
 READ_SIZE = 64 * 1024
 MAX_HEAD_BYTES = 64 * 1024
 MAX_IDLE = 4
-SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
-_TIMESPEC = struct.Struct("@ll")  # struct timespec: tv_sec, tv_nsec
-_CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
 _MAX_STAMP_AGE = 5.0  # a stamp older than the pacing interval plus this is a wall-clock step: ignored
 
 
@@ -195,14 +190,6 @@ class _ReadTimeout(Exception):
     """Set on the waiting read by the watchdog: no data for the read timeout."""
 
 
-def _enable_stamps(sock: socket.socket) -> None:
-    """Ask the kernel to stamp received data with its arrival time (Linux ``SO_TIMESTAMPNS``); where it
-    cannot, reads are timed when they return."""
-    if SO_TIMESTAMPNS is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-
-
 class _Conn:
     """One non-blocking TCP socket, read with ``recvmsg`` so each read carries the kernel's arrival time.
 
@@ -219,7 +206,7 @@ class _Conn:
     def __init__(self, sock: socket.socket, url: str) -> None:
         self.sock = sock
         self.url = url
-        _enable_stamps(sock)
+        kstamp.enable(sock)  # where it cannot, reads are timed when they return
         self._fd = sock.fileno()
         self._loop = asyncio.get_running_loop()
         self._pending: tuple[bytes, float] | None = None  # read past the head: the body's first bytes
@@ -302,7 +289,7 @@ class _Conn:
                 await asyncio.sleep(delay)
         while True:
             try:
-                data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, _CMSG_SPACE)
+                data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, kstamp.CMSG_SPACE)
                 break
             except (BlockingIOError, InterruptedError):
                 try:
@@ -313,13 +300,9 @@ class _Conn:
         if self._interval:
             self._not_before = self._loop.time() + self._interval
         if anc:
-            now_real = time.time()
-            for level, kind, raw in anc:
-                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-                    sec, nsec = _TIMESPEC.unpack_from(raw)
-                    age = now_real - (sec + nsec * 1e-9)  # how long the bytes waited in the kernel
-                    if 0.0 < age < self._interval + _MAX_STAMP_AGE:  # else: a wall-clock step; use t_read
-                        return data, t_read - age
+            waited = kstamp.age(anc)  # how long the bytes waited in the kernel
+            if waited is not None and 0.0 < waited < self._interval + _MAX_STAMP_AGE:  # else a clock step
+                return data, t_read - waited
         return data, t_read
 
     async def read_head(self) -> bytes:
@@ -419,6 +402,7 @@ class RawStreamer:
     async def _connect(self, url: str) -> _Conn:
         """A connected socket to the first address of the host that answers."""
         loop = asyncio.get_running_loop()
+        await kstamp.ensure_live()  # the first connection of the process: no unstamped first answer
         try:
             async with asyncio.timeout(self._connect_timeout):
                 infos = await loop.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM)

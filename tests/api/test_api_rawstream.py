@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_api_sse import split_at
 
+from cockpit import kstamp
 from cockpit.api import rawstream
 from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
@@ -228,7 +229,7 @@ async def test_framed_reads_keep_the_arrival_time_of_the_bytes() -> None:
     stats = fin.stats
     assert stats.t_first_token is not None and stats.ttft_s is not None
     assert read_done - server.written[-1] > 0.2  # the client really read the end late
-    if rawstream.SO_TIMESTAMPNS is None:
+    if kstamp.SO_TIMESTAMPNS is None:
         pytest.skip("no kernel receive timestamps on this platform")
     assert stats.t_first_token - server.written[1] < 0.005  # the first token event is events[1]
     assert 0 <= stats.t_end - server.written[-1] < 0.005

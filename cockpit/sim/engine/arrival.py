@@ -4,7 +4,7 @@ The simulated engine starts a request's clock at its arrival, like vLLM. Python 
 the process wakes, the HTTP layer parses it and the handler task starts: 0.3-0.7 ms on a small VM, which
 would show up in every TTFT the cockpit measures against the schedule (1 % of an 18-token prompt's TTFT
 is 0.48 ms). This loop's transports read with ``recvmsg`` and ``SO_TIMESTAMPNS`` instead, so the kernel's
-own receive time of a request's first bytes is at hand (:func:`take_arrival`).
+own receive time of a request's first bytes is at hand (:func:`arrival_of`).
 
 It builds on asyncio's selector transport (private API, stable since 3.8); where that or the socket option
 is missing, :func:`loop_factory` returns ``None`` and the engine falls back to the handler's entry time.
@@ -13,40 +13,31 @@ is missing, :func:`loop_factory` returns ``None`` and the engine falls back to t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
-import struct
-import sys
 import time
 from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from cockpit import kstamp
+
 try:
     from asyncio.selector_events import _SelectorSocketTransport
 except ImportError:  # pragma: no cover - another asyncio
     _SelectorSocketTransport = None  # type: ignore[assignment,misc]
 
-SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
-_TIMESPEC = struct.Struct("@ll")
-_CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
 _MAX_AGE = 5.0  # a stamp older than this is a wall-clock step, not a queued request
 
 
 def _monotonic_of(ancdata: list[tuple[int, int, bytes]]) -> float:
     """The kernel receive time in ``ancdata`` on the monotonic clock (now, if there is none)."""
     now = time.monotonic()
-    for level, kind, raw in ancdata:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-            sec, nsec = _TIMESPEC.unpack_from(raw)
-            age = time.time() - (sec + nsec * 1e-9)
-            if 0.0 <= age < _MAX_AGE:
-                return now - age
-    return now
+    waited = kstamp.age(ancdata)
+    return now - waited if waited is not None and 0.0 <= waited < _MAX_AGE else now
 
 
-if _SelectorSocketTransport is not None and SO_TIMESTAMPNS is not None:
+if _SelectorSocketTransport is not None and kstamp.SO_TIMESTAMPNS is not None:
 
     class StampedTransport(_SelectorSocketTransport):  # type: ignore[misc,valid-type]
         """A TCP transport that notes when the kernel received the first bytes since the last reset."""
@@ -55,14 +46,13 @@ if _SelectorSocketTransport is not None and SO_TIMESTAMPNS is not None:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            with contextlib.suppress(OSError):  # no stamps: the read time is used
-                self._sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            kstamp.enable(self._sock)  # where it cannot, the read time is used
 
         def _read_ready__data_received(self) -> None:  # asyncio's own, with recvmsg
             if self._conn_lost:
                 return
             try:
-                data, anc, _flags, _addr = self._sock.recvmsg(self.max_size, _CMSG_SPACE)
+                data, anc, _flags, _addr = self._sock.recvmsg(self.max_size, kstamp.CMSG_SPACE)
             except (BlockingIOError, InterruptedError):
                 return
             except (SystemExit, KeyboardInterrupt):
@@ -90,8 +80,8 @@ if _SelectorSocketTransport is not None and SO_TIMESTAMPNS is not None:
             a request sent right after connecting (before the accept) is stamped too."""
             server = await super().create_server(*args, **kwargs)
             for sock in server.sockets:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+                kstamp.enable(sock)
+            await kstamp.ensure_live()  # the kernel turns stamping on a little later: wait for it
             return server
 
         def _make_socket_transport(  # type: ignore[override]

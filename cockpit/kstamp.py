@@ -1,0 +1,95 @@
+"""Kernel receive timestamps (Linux ``SO_TIMESTAMPNS``): when received bytes really arrived.
+
+Shared by the streaming client (:mod:`cockpit.api.rawstream`) and the simulated engine
+(:mod:`cockpit.sim.engine.arrival`); like :mod:`cockpit.constants` it holds no cockpit logic, so the sim may
+import it. Where the option is missing, callers time a read when it returns.
+
+Linux turns receive stamping on for the whole machine when the first socket asks for it, and does so
+*later*, from a work queue (``net_enable_timestamp``): bytes that arrive in the next few milliseconds
+carry no stamp. :func:`ensure_live` holds one stamping socket open for the life of the process and waits
+until the kernel stamps, so no request or answer falls into that gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import sys
+import time
+
+SO_TIMESTAMPNS: int | None = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform == "linux" else None)
+_TIMESPEC = struct.Struct("@ll")  # struct timespec: tv_sec, tv_nsec
+CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
+"""The ``ancbufsize`` for ``recvmsg`` that holds one stamp."""
+LIVE_TIMEOUT = 1.0  # how long ensure_live waits for the kernel before reads are timed as they return
+
+_keeper: socket.socket | None = None
+_live = False
+
+
+def enable(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp what ``sock`` receives; False where it cannot."""
+    if SO_TIMESTAMPNS is None:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+def age(ancdata: list[tuple[int, int, bytes]], now_real: float | None = None) -> float | None:
+    """How long the bytes of a ``recvmsg`` waited in the kernel, from its ``ancdata``; None if unstamped.
+
+    ``now_real`` is ``time.time()`` taken just after the read (taken here if not given). Subtract the
+    age from the caller's own clock read at the same moment.
+    """
+    for level, kind, raw in ancdata:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(raw)
+            return (time.time() if now_real is None else now_real) - (sec + nsec * 1e-9)
+    return None
+
+
+def _stamped_now() -> bool:
+    """True if a byte sent over a new loopback TCP connection comes with a stamp."""
+    with contextlib.ExitStack() as stack:
+        listener = stack.enter_context(socket.socket())
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        client = stack.enter_context(socket.create_connection(listener.getsockname(), timeout=1.0))
+        server = stack.enter_context(listener.accept()[0])
+        server.settimeout(1.0)
+        enable(server)
+        client.sendall(b"x")
+        _data, anc, _flags, _addr = server.recvmsg(1, CMSG_SPACE)
+        return age(anc) is not None
+
+
+async def ensure_live(timeout: float = LIVE_TIMEOUT) -> bool:
+    """Make sure the kernel stamps received bytes from now on; False where it does not (not Linux, or
+    not within ``timeout``). The first call waits a few milliseconds at most; later ones return at once."""
+    global _keeper, _live
+    if _live:
+        return True
+    if SO_TIMESTAMPNS is None:
+        return False
+    if _keeper is None:
+        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if not enable(keeper):
+            keeper.close()
+            return False
+        _keeper = keeper  # open until the process ends: the kernel keeps stamping while one socket asks
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if _stamped_now():
+                _live = True
+                return True
+        except OSError:
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.001)

@@ -1,0 +1,38 @@
+"""Kernel receive stamps: once ensure_live returns, the very first bytes on a new connection are stamped."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from cockpit import kstamp
+
+pytestmark = pytest.mark.skipif(kstamp.SO_TIMESTAMPNS is None, reason="no kernel receive timestamps here")
+
+
+def first_read_age() -> float | None:
+    """A new loopback TCP connection with stamps on; how long its first byte waited, per its stamp."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        assert kstamp.enable(listener)  # accepted sockets inherit it, as in the engine
+        with socket.create_connection(listener.getsockname()) as client:
+            client.sendall(b"x")
+            time.sleep(0.02)  # the byte waits in the kernel before anyone reads it
+            server, _ = listener.accept()
+            with server:
+                _data, anc, _flags, _addr = server.recvmsg(1, kstamp.CMSG_SPACE)
+                return kstamp.age(anc)
+
+
+async def test_after_ensure_live_every_new_connection_is_stamped_from_its_first_byte() -> None:
+    assert await kstamp.ensure_live()
+    assert await kstamp.ensure_live()  # at once, the second time
+    for _ in range(20):
+        waited = first_read_age()
+        assert waited is not None and 0.015 < waited < 1.0
+
+
+def test_unstamped_ancillary_data_has_no_age() -> None:
+    assert kstamp.age([]) is None
+    assert kstamp.age([(socket.SOL_SOCKET, 99, b"\0" * 16)]) is None
