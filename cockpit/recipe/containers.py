@@ -7,15 +7,14 @@ The argv lists of the docker commands the launch code runs live here too (quoted
 
 from __future__ import annotations
 
-import calendar
 import json
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from cockpit.telemetry.logs import parse_timestamp
+
 _HEX_ID = re.compile(r"^[0-9a-f]{64}$")
-_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
 
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 
@@ -24,26 +23,8 @@ def parse_time(text: str | None) -> float | None:
     """RFC3339(Nano) → seconds since the epoch; docker's zero time and junk → None."""
     if not text or text.startswith("0001-"):
         return None
-    m = _TS.match(text.strip())
-    if not m:
-        return None
-    secs = calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S"))
-    frac = int((m.group(2) or "0").ljust(9, "0")) / 1e9
-    tz = m.group(3)
-    if tz != "Z":
-        sign = 1 if tz[0] == "+" else -1
-        secs -= sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
-    return secs + frac
-
-
-def split_log_line(line: str) -> tuple[float | None, str]:
-    """`docker logs -t` line → (timestamp, text); a line without a timestamp keeps all its text."""
-    stamp, sep, rest = line.partition(" ")
-    if sep and stamp[:1].isdigit():
-        t = parse_time(stamp)
-        if t is not None:
-            return t, rest
-    return None, line
+    ns = parse_timestamp(text.strip())
+    return None if ns is None else ns / 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,12 +168,3 @@ def stop_argv(ref: str) -> list[str]:
 
 def image_id_argv(image: str) -> list[str]:
     return ["docker", "image", "inspect", image, "--format", "{{.Id}}"]
-
-
-def rfc3339(ts: float) -> str:
-    """Seconds since the epoch → RFC3339Nano UTC (for `docker logs --since`)."""
-    whole = int(ts)
-    nanos = round((ts - whole) * 1e9)
-    if nanos >= 1_000_000_000:
-        whole, nanos = whole + 1, nanos - 1_000_000_000
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{nanos:09d}Z"

@@ -39,7 +39,7 @@ from cockpit.recipe.phases import (
     match_progress,
     starts_traceback,
 )
-from cockpit.telemetry.logs import logs_command
+from cockpit.telemetry import logs
 
 CONTEXT_LINES = 400          # lines kept per rank for a failure's context (≥ 250 required)
 CAUSE_CONTEXT = 300          # lines shown before a cause line
@@ -191,7 +191,6 @@ class RankTimeline:
     host_detail: str = ""
     container: ContainerState | None = None
     container_id: str | None = None
-    last_log_time: float | None = None
     lines: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=CONTEXT_LINES))
     _seq: int = 0
     _best_rule: FailureRule | None = None
@@ -250,7 +249,6 @@ class RankTimeline:
         """One line of the container's log (without docker's timestamp)."""
         self._seq += 1
         self.lines.append((self._seq, text))
-        self.last_log_time = at if self.last_log_time is None else max(self.last_log_time, at)
         events: list[LaunchEvent] = []
         if not self.spans or self.phase is Phase.LAUNCHED:
             events += self.enter(Phase.RUNNING, at)
@@ -528,6 +526,7 @@ class Launcher:
         self.api_url = api_url
         self._emit = emit
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._resume: dict[int, logs.ResumePoint] = {}  # per rank: where its log follower got to
         self._changed = asyncio.Event()
 
     # -- events --
@@ -585,10 +584,12 @@ class Launcher:
             self.follow_rank(rank)
 
     async def _follow(self, rank: int) -> None:
-        """Stream the rank's container log; after a lost host, resume from the last line seen."""
+        """Stream the rank's container log into its timeline until the container is gone or exited;
+        after a lost host or a restarted follower, continue after the last line seen."""
         tl = self.timeline[rank]
         host = self.fleet[rank]
         ref = tl.container_id or self.cfg.cluster.container_name
+        point = self._resume.setdefault(rank, logs.ResumePoint())
         while True:
             try:
                 if not host.status.connected:
@@ -598,15 +599,9 @@ class Launcher:
                 if state is None:
                     await asyncio.sleep(self.poll_interval)
                     continue
-                resume_after = tl.last_log_time
-                since = dk.rfc3339(resume_after) if resume_after is not None else None
-                # 2>&1 on the host: docker writes both streams in time order into one pipe
-                cmd = logs_command(ref, follow=state.running, since=since)
-                async for raw in host.stream(cmd):
-                    at, text = dk.split_log_line(raw)
-                    if at is not None and resume_after is not None and at <= resume_after:
-                        continue  # seen before the host was lost
-                    self._apply(tl.feed_line(text, at if at is not None else time.time()))
+                async for item in logs.follow(host, ref, follow=state.running, resume=False, point=point):
+                    if isinstance(item, logs.LogLine):
+                        self._apply(tl.feed_line(item.text, item.ts / 1e9))
                 state = await inspect_container(self.fleet, rank, ref)
                 self._apply(tl.feed_container(state, time.time()))
                 if state is None or state.exited:
@@ -732,11 +727,12 @@ async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None
         try:
             state = await inspect_container(fleet, rank, name)
             if state is not None:
-                logs = logs_command(name, follow=False, tail=STATUS_TAIL)
-                res = await fleet[rank].run(logs, timeout=30)
+                tail = logs.logs_command(name, follow=False, tail=STATUS_TAIL)
+                res = await fleet[rank].run(tail, timeout=30)
                 for raw in res.stdout.splitlines():
-                    at, text = dk.split_log_line(raw)
-                    tl.feed_line(text, at if at is not None else time.time())
+                    line = logs.line_from_raw(rank, raw)
+                    if line is not None:  # docker's own messages have no timestamp
+                        tl.feed_line(line.text, line.ts / 1e9)
                 tl.feed_container(state, time.time())
             return state, fleet[rank].status.state.value
         except (HostUnavailable, CommandTimeout) as exc:

@@ -616,16 +616,18 @@ class _Replay:
 async def follow(host: Streamer, container: str = CONTAINER_NAME, *, follow: bool = True,
                  since: str | None = None, tail: int | None = None, resume: bool = True,
                  rejoin: float | None = None, reconnect_timeout: float | None = None,
-                 ) -> AsyncIterator[LogLine | FollowEvent]:
+                 point: ResumePoint | None = None) -> AsyncIterator[LogLine | FollowEvent]:
     """One rank's container log as `LogLine`s, with `FollowEvent`s when its state changes.
 
     Ends when the container stops (`ended`) or does not exist (`error`), unless `rejoin` is set: then
     it looks again every `rejoin` seconds for a (re)started container, continuing after the last line.
     A lost host yields `lost`, then (with `resume`) waits for the reconnect and yields `resumed`.
+    A caller that follows again later passes its own `point`: the new call continues after the last
+    line the old one yielded, with none repeated.
     """
     rank = host.rank
-    point = ResumePoint()
-    first = True
+    point = ResumePoint() if point is None else point
+    first = point.ts == 0
     announced = ""
     retry_delay = RETRY_START
     while True:

@@ -54,12 +54,11 @@ def test_ps_names_are_matched_exactly() -> None:
     assert dk.ps_named(text.splitlines()[0], "ds41_r37") is None
 
 
-def test_log_timestamps_and_container_id() -> None:
-    at, text = dk.split_log_line("2025-05-01T10:00:00.123456789Z  INFO hello")
-    assert text == " INFO hello" and at is not None
-    assert dk.split_log_line("no stamp here") == (None, "no stamp here")
-    again = dk.parse_time(dk.rfc3339(at))
-    assert again is not None and abs(again - at) < 1e-6
+def test_inspect_times_and_container_id() -> None:
+    at = dk.parse_time("2025-05-01T10:00:00.123456789Z")
+    assert at is not None and abs(at - 1746093600.123456789) < 1e-6
+    assert dk.parse_time("2025-05-01T12:00:00.5+02:00") == 1746093600.5
+    assert dk.parse_time("0001-01-01T00:00:00Z") is None  # docker's "never"
     assert dk.container_id_from_output(f"Unable to find\n{CID}\n") == CID
     assert dk.container_id_from_output("nope") is None
 

@@ -19,6 +19,7 @@ from cockpit.telemetry.logs import (
     LogLine,
     LogStore,
     RankBuffer,
+    ResumePoint,
     follow,
     format_line,
     format_timestamp,
@@ -303,3 +304,17 @@ def test_merge_orders_ranks_beyond_the_packed_sort_key() -> None:
     store.add({300: [LogLine(T0 + 2, 300, "b"), LogLine(T0 + 3, 300, "c")],
                5: [LogLine(T0 + 2, 5, "a"), LogLine(T0 + 4, 5, "d")]})
     assert [ln.text for ln in store.merged] == ["a", "b", "c", "d"]
+
+
+async def test_a_second_follow_with_the_callers_resume_point_repeats_nothing() -> None:
+    """The launcher follows again after a lost host or a restarted task: it passes its own point."""
+    first = [stamped(0), stamped(1, "same ns a")]
+    second = [stamped(0), stamped(1, "same ns a"), stamped(1, "same ns b"), stamped(2)]
+    host = FakeHost([(first, True), (second, False)])
+    point = ResumePoint()
+    lines1, events1 = await collect(follow(host, "ds41_r37", resume=False, point=point))
+    assert [e.state for e in events1] == ["following", "lost"]
+    lines2, _ = await collect(follow(host, "ds41_r37", tail=50, point=point))
+    assert [ln.text for ln in lines1 + lines2] == ["line 0", "same ns a", "same ns b", "line 2"]
+    assert f"--since {format_timestamp(T0 + 1000)} " in host.commands[1]
+    assert "--tail" not in host.commands[1]  # a continuation, not a first look
