@@ -18,11 +18,14 @@ is the client's own measurement error. The schedule's rate is a long-run mean; a
 a partial step, which puts the engine itself 0.3 % under it.
 
     python bench/perf/stream.py [--speed 1] [--requests 4] [--max-tokens 400] [--interval S]
-                                [--loop uvloop] [--json]
+                                [--loop uvloop] [--tunnel] [--json]
 
 ``--interval`` is the client's frame: after the first token it reads the socket at most that often
 (default: the client's own, 0.3 s; 0 = every piece as it arrives). ``--loop uvloop`` runs the client on
 uvloop, as the headless ``chat`` and ``smoke`` commands do (the Textual app runs on asyncio's loop).
+``--tunnel`` goes the operator's default way: through an SSH local forward of the cockpit's own host
+connection (``Host.forward_local``) to a one-host demo cluster whose SSH server runs in a process of its
+own, so the client's CPU includes the asyncssh work of the tunnel.
 
 Targets: |error| <= 1 %, <= 50 us CPU per token.
 """
@@ -31,10 +34,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import subprocess
+import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +55,34 @@ SHORT_PROMPT = "Write a long essay about the ocean."
 FILLER = "The tide comes in and goes out along the quiet harbour wall every day. "
 
 
-def start_engine(port: int, speed: float) -> subprocess.Popen[bytes]:
+def start_engine(port: int, speed: float, bind: str = "127.0.0.1") -> subprocess.Popen[bytes]:
     """The engine with no jitter and no idle boost, so the schedule is the ground truth."""
-    return spawn_ready(port, "--speed", str(speed), "--jitter", "0", "--idle-factor", "1.0")
+    return spawn_ready(port, "--speed", str(speed), "--jitter", "0", "--idle-factor", "1.0", "--bind", bind)
+
+
+@contextlib.asynccontextmanager
+async def tunnelled_engine(speed: float) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
+    """An engine on a one-host demo cluster's address, reached through the cockpit's SSH tunnel."""
+    from cockpit.config import load_config
+    from cockpit.hosts import Fleet
+    from cockpit.sim.cluster import demo_up, down
+
+    with tempfile.TemporaryDirectory(prefix="r37-bench-") as tmp:
+        cfg = load_config(demo_up(Path(tmp), n=1))
+        try:
+            port = free_port()
+            proc = start_engine(port, speed, bind=cfg.fabric_ips()[0])
+            try:
+                async with Fleet(cfg) as fleet:
+                    if not await fleet.wait_connected(20):
+                        raise SystemExit("the demo host's SSH server did not answer")
+                    local = await fleet[0].forward_local("127.0.0.1", port)  # as the chat pane does
+                    yield f"http://127.0.0.1:{local}", proc
+            finally:
+                proc.terminate()
+                proc.wait(10)
+        finally:
+            down(Path(tmp))
 
 
 async def wait_ready(client: ApiClient, proc: subprocess.Popen[bytes] | None, timeout: float = 30) -> None:
@@ -131,44 +162,51 @@ async def one(client: ApiClient, prompt: str, max_tokens: int) -> dict[str, Any]
     }
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
-    proc = None
-    url = args.url
-    if url is None:
+@contextlib.asynccontextmanager
+async def engine(args: argparse.Namespace) -> AsyncIterator[tuple[str, subprocess.Popen[bytes] | None]]:
+    """The engine's URL (and process, if this bench started it)."""
+    if args.url is not None:
+        yield args.url, None
+    elif args.tunnel:
+        async with tunnelled_engine(args.speed) as got:
+            yield got
+    else:
         port = free_port()
         proc = start_engine(port, args.speed)
-        url = f"http://127.0.0.1:{port}"
-    try:
-        async with ApiClient(url, stream_interval=args.interval) as client:
-            await wait_ready(client, proc)
-            model = await schedule(client)
-            await one(client, "Say hello.", 8)  # warm-up: connection pool, imports, JIT-free paths
-            rows = []
-            for i in range(args.requests):
-                long_prompt = i % 2 == 1
-                prompt = f"[{i}] " + (
-                    FILLER * args.filler_repeats + SHORT_PROMPT if long_prompt else SHORT_PROMPT
-                )
-                before = metric_sums(await client.metrics_text())
-                row = await one(client, prompt, args.max_tokens)
-                eng_ttft, eng_decode = await engine_timing(client, before)
-                eng_tps = (row["completion_tokens"] - 1) / eng_decode
-                row["engine_ttft_s"] = eng_ttft
-                row["engine_decode_tps"] = eng_tps
-                row["client_vs_engine_ttft_ms"] = (row["ttft_s"] - eng_ttft) * 1000
-                row["client_vs_engine_ttft_pct"] = (row["ttft_s"] - eng_ttft) / eng_ttft * 100
-                row["client_vs_engine_decode_pct"] = (row["decode_tps"] - eng_tps) / eng_tps * 100
-                ttft_exp, tps_exp = expected(model, row["prompt_tokens"])
-                row["ttft_expected_s"] = ttft_exp
-                row["ttft_error_pct"] = (row["ttft_s"] - ttft_exp) / ttft_exp * 100
-                row["ttft_error_ms"] = (row["ttft_s"] - ttft_exp) * 1000
-                row["decode_expected_tps"] = tps_exp
-                row["decode_error_pct"] = (row["decode_tps"] - tps_exp) / tps_exp * 100
-                rows.append(row)
-    finally:
-        if proc is not None:
+        try:
+            yield f"http://127.0.0.1:{port}", proc
+        finally:
             proc.terminate()
             proc.wait(10)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    async with engine(args) as (url, proc), ApiClient(url, stream_interval=args.interval) as client:
+        await wait_ready(client, proc)
+        model = await schedule(client)
+        await one(client, "Say hello.", 8)  # warm-up: connection pool, imports, JIT-free paths
+        rows = []
+        for i in range(args.requests):
+            long_prompt = i % 2 == 1
+            prompt = f"[{i}] " + (
+                FILLER * args.filler_repeats + SHORT_PROMPT if long_prompt else SHORT_PROMPT
+            )
+            before = metric_sums(await client.metrics_text())
+            row = await one(client, prompt, args.max_tokens)
+            eng_ttft, eng_decode = await engine_timing(client, before)
+            eng_tps = (row["completion_tokens"] - 1) / eng_decode
+            row["engine_ttft_s"] = eng_ttft
+            row["engine_decode_tps"] = eng_tps
+            row["client_vs_engine_ttft_ms"] = (row["ttft_s"] - eng_ttft) * 1000
+            row["client_vs_engine_ttft_pct"] = (row["ttft_s"] - eng_ttft) / eng_ttft * 100
+            row["client_vs_engine_decode_pct"] = (row["decode_tps"] - eng_tps) / eng_tps * 100
+            ttft_exp, tps_exp = expected(model, row["prompt_tokens"])
+            row["ttft_expected_s"] = ttft_exp
+            row["ttft_error_pct"] = (row["ttft_s"] - ttft_exp) / ttft_exp * 100
+            row["ttft_error_ms"] = (row["ttft_s"] - ttft_exp) * 1000
+            row["decode_expected_tps"] = tps_exp
+            row["decode_error_pct"] = (row["decode_tps"] - tps_exp) / tps_exp * 100
+            rows.append(row)
     tokens = sum(r["completion_tokens"] for r in rows)
     cpu_us = sum(r["cpu_s"] for r in rows) / tokens * 1e6
     worst_ttft = max(abs(r["ttft_error_pct"]) for r in rows)
@@ -177,6 +215,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "url": url,
         "speed": args.speed,
         "loop": args.loop,
+        "via": "tunnel" if args.tunnel else "direct",
         "interval_s": args.interval,
         "requests": rows,
         "tokens": tokens,
@@ -210,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"client read frame after the first token, s (default {STREAM_INTERVAL:g})")
     p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
                    help="event loop of the client (uvloop: as the chat/smoke commands run)")
+    p.add_argument("--tunnel", action="store_true",
+                   help="through the cockpit's SSH tunnel to a one-host demo cluster (the operator's way)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.loop == "uvloop":
@@ -235,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(
             f"client CPU per token: {out['cpu_us_per_token']:.1f} us (target <= {CPU_TARGET_US:g}; "
-            f"frame {args.interval:g} s, {args.loop} loop, engine speed {args.speed:g})"
+            f"frame {args.interval:g} s, {args.loop} loop, engine speed {args.speed:g}, {out['via']})"
         )
         print(
             f"vs schedule: TTFT error worst {out['ttft_error_pct_worst']:.2f} %, "
