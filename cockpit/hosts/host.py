@@ -100,6 +100,7 @@ class Host:
             "login_timeout": self.ssh.connect_timeout,
             "keepalive_interval": self.ssh.keepalive_interval,
             "keepalive_count_max": self.ssh.keepalive_count_max,
+            "encryption_algs": list(self.ssh.ciphers),  # [ssh] ciphers: AES-GCM first, cheaper per packet
         }
         if self.entry.user:
             opts["username"] = self.entry.user

@@ -147,3 +147,23 @@ def test_hosts_exit_nonzero_when_a_host_is_down(demo_cluster) -> None:
     assert res.returncode == 1
     assert "rank 1" in res.stdout and "remedy" in res.stdout
 
+
+
+async def test_ciphers_follow_the_configs_preference(demo_cluster) -> None:
+    """AES-GCM by default (cheaper per packet than ChaCha20); `[ssh] ciphers` is honoured as given."""
+    from asyncssh.encryption import get_encryption_algs
+
+    from cockpit.config import SSH_CIPHERS
+
+    assert {c.encode() for c in SSH_CIPHERS} <= set(get_encryption_algs())
+    cfg = demo_cluster.config
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(15)
+        conn = fleet[0]._conn  # the negotiated cipher is only on the connection itself
+        assert conn is not None and conn.get_extra_info("send_cipher") == "aes128-gcm@openssh.com"
+    only_chacha = cfg.ssh.model_copy(update={"ciphers": ["chacha20-poly1305@openssh.com"]})
+    chacha = cfg.model_copy(update={"ssh": only_chacha})
+    async with Fleet(chacha) as fleet:
+        assert await fleet.wait_connected(15)
+        conn = fleet[0]._conn
+        assert conn is not None and conn.get_extra_info("recv_cipher") == "chacha20-poly1305@openssh.com"
