@@ -296,11 +296,11 @@ class _Conn:
                     await self._readable()
                 except _ReadTimeout:
                     raise self._timed_out() from None
-        t_read = time.perf_counter()
+        t_read, now_real = time.perf_counter(), time.time()  # together: the stamp is on the wall clock
         if self._interval:
             self._not_before = self._loop.time() + self._interval
         if anc:
-            waited = kstamp.age(anc)  # how long the bytes waited in the kernel
+            waited = kstamp.age(anc, now_real)  # how long the bytes waited in the kernel
             if waited is not None and 0.0 < waited < self._interval + _MAX_STAMP_AGE:  # else a clock step
                 return data, t_read - waited
         return data, t_read

@@ -231,8 +231,9 @@ async def test_framed_reads_keep_the_arrival_time_of_the_bytes() -> None:
     assert read_done - server.written[-1] > 0.2  # the client really read the end late
     if kstamp.SO_TIMESTAMPNS is None:
         pytest.skip("no kernel receive timestamps on this platform")
-    assert stats.t_first_token - server.written[1] < 0.005  # the first token event is events[1]
-    assert 0 <= stats.t_end - server.written[-1] < 0.005
+    # the stamps are the kernel's, converted between clocks: within a few microseconds either way
+    assert -0.001 < stats.t_first_token - server.written[1] < 0.005  # the first token event is events[1]
+    assert -0.001 < stats.t_end - server.written[-1] < 0.005
     assert stats.t_start <= server.written[0]  # TTFT counts from the request write
 
 

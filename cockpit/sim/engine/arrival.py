@@ -32,8 +32,8 @@ _MAX_AGE = 5.0  # a stamp older than this is a wall-clock step, not a queued req
 
 def _monotonic_of(ancdata: list[tuple[int, int, bytes]]) -> float:
     """The kernel receive time in ``ancdata`` on the monotonic clock (now, if there is none)."""
-    now = time.monotonic()
-    waited = kstamp.age(ancdata)
+    now, now_real = time.monotonic(), time.time()
+    waited = kstamp.age(ancdata, now_real)
     return now - waited if waited is not None and 0.0 <= waited < _MAX_AGE else now
 
 
