@@ -26,7 +26,7 @@ CMSG_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
 LIVE_TIMEOUT = 1.0  # how long ensure_live waits for the kernel before reads are timed as they return
 
 _keeper: socket.socket | None = None
-_live = False
+_live: bool | None = None  # ensure_live's answer, once known
 
 
 def enable(sock: socket.socket) -> bool:
@@ -70,23 +70,31 @@ def _stamped_now() -> bool:
 
 async def ensure_live(timeout: float = LIVE_TIMEOUT) -> bool:
     """Make sure the kernel stamps received bytes from now on; False where it does not (not Linux, or
-    not within ``timeout``). The first call waits a few milliseconds at most; later ones return at once."""
-    global _keeper, _live
-    if _live:
-        return True
+    not within ``timeout``). Only the first call waits, a few milliseconds at most; later ones return
+    its answer at once."""
+    global _live
+    if _live is None:
+        _live = await _turn_on(timeout)
+    return _live
+
+
+async def _turn_on(timeout: float) -> bool:
+    """Open the keeper socket and wait until a probe connection is stamped."""
+    global _keeper
     if SO_TIMESTAMPNS is None:
         return False
-    if _keeper is None:
+    try:
         keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        if not enable(keeper):
-            keeper.close()
-            return False
-        _keeper = keeper  # open until the process ends: the kernel keeps stamping while one socket asks
+    except OSError:
+        return False
+    if not enable(keeper):
+        keeper.close()
+        return False
+    _keeper = keeper  # open until the process ends: the kernel keeps stamping while one socket asks
     deadline = time.monotonic() + timeout
     while True:
         try:
             if _stamped_now():
-                _live = True
                 return True
         except OSError:
             return False
