@@ -270,7 +270,7 @@ VERB = [
     "clarifies",
 ]
 TEMPLATES = [
-    "The {topic} is a {adj} {noun} that {verb} the way people think about everyday choices.",
+    "{topic} is a {adj} {noun} that {verb} the way people think about everyday choices.",
     "In many ways, {topic} {verb} a {adj} {noun} that is easy to overlook.",
     "A {adj} look at {topic} shows how each {noun} {verb} the next one.",
     "Over time, the {noun} behind {topic} becomes more {adj} and easier to follow.",
