@@ -340,17 +340,14 @@ async def test_raw_error_shapes(engine_url: str) -> None:
 
 
 # --- raw SSE ---------------------------------------------------------------------------------------
+def deserts(max_tokens: int, **stream_options: bool) -> dict[str, object]:
+    """A streamed, greedy, thinking-off request about deserts with these `stream_options`."""
+    return {"messages": [{"role": "user", "content": "Tell me about deserts."}], "max_tokens": max_tokens,
+            "temperature": 0, "stream_options": stream_options, **OFF}
+
+
 async def test_sse_framing_role_first_multi_token_usage(engine_url: str) -> None:
-    events = await sse(
-        engine_url,
-        {
-            "messages": [{"role": "user", "content": "Tell me about deserts."}],
-            "max_tokens": 120,
-            "temperature": 0,
-            "stream_options": {"include_usage": True},
-            **OFF,
-        },
-    )
+    events = await sse(engine_url, deserts(120, include_usage=True))
     assert events[-1] == "[DONE]"
     chunks = [e for e in events if isinstance(e, dict)]
     first = chunks[0]["choices"][0]
@@ -375,16 +372,7 @@ async def test_sse_framing_role_first_multi_token_usage(engine_url: str) -> None
 
 
 async def test_sse_continuous_usage_counts_up_on_every_chunk(engine_url: str) -> None:
-    events = await sse(
-        engine_url,
-        {
-            "messages": [{"role": "user", "content": "Tell me about deserts."}],
-            "max_tokens": 60,
-            "temperature": 0,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-            **OFF,
-        },
-    )
+    events = await sse(engine_url, deserts(60, include_usage=True, continuous_usage_stats=True))
     chunks = [e for e in events if isinstance(e, dict)]
     counts = [c["usage"]["completion_tokens"] for c in chunks]
     assert counts[0] == 0 and counts == sorted(counts) and counts[-1] == 60

@@ -25,14 +25,19 @@ async def _open_chat(app: CockpitApp, pilot, status: EndpointStatus) -> ChatPane
     return pane
 
 
+def ask(pane: ChatPane, prompt: str) -> None:
+    """The operator's message, and the answer's place opened under it."""
+    pane.session.add_user(prompt)
+    pane.rebuild()
+    pane.begin_answer()
+
+
 def test_streaming_answer_reasoning_collapsed(snap_compare, fixed_config) -> None:
     app = CockpitApp(fixed_config, connect=False)
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
         pane = await _open_chat(app, pilot, READY)
-        pane.session.add_user("Write two sentences about the ocean.")
-        pane.rebuild()
-        pane.begin_answer()
+        ask(pane, "Write two sentences about the ocean.")
         live = StreamStats(t_start=0.0, t_first_token=0.31, t_end=1.2, completion_tokens=None, chunks=12,
                            max_gap_s=0.05, mean_gap_s=0.04)
         pane.feed(RoleStarted(), live)
@@ -54,9 +59,7 @@ def test_streaming_answer_with_live_usage(snap_compare, fixed_config) -> None:
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
         pane = await _open_chat(app, pilot, READY)
-        pane.session.add_user("Count from 1 to 30.")
-        pane.rebuild()
-        pane.begin_answer()
+        ask(pane, "Count from 1 to 30.")
         pane.feed(RoleStarted())
         pane.feed(ReasoningDelta("Counting, one number a line."))
         pane.feed(ContentDelta("1\n2\n3\n4\n5\n6\n7\n8"))
@@ -76,9 +79,7 @@ def test_tool_call_shown(snap_compare, fixed_config) -> None:
         pane = await _open_chat(app, pilot, READY)
         pane.session.tools = [WEATHER_TOOL]
         pane.session.settings.thinking = False
-        pane.session.add_user("What is the weather in Paris right now?")
-        pane.rebuild()
-        pane.begin_answer()
+        ask(pane, "What is the weather in Paris right now?")
         pane.feed(RoleStarted())
         pane.feed(ToolCallDelta(0, "chatcmpl-tool-7f3a", "get_weather", ""))
         pane.feed(ToolCallDelta(0, None, None, '{"city": '))
