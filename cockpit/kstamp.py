@@ -53,6 +53,14 @@ def age(ancdata: list[tuple[int, int, bytes]], now_real: float | None = None) ->
     return None
 
 
+def received_at(ancdata: list[tuple[int, int, bytes]], now: float, now_real: float, max_age: float) -> float:
+    """When the bytes of a ``recvmsg`` arrived, on the caller's clock (``now``, read next to ``now_real``
+    = ``time.time()`` just after the read); ``now`` itself if unstamped, or if the stamp is older than
+    ``max_age`` (a step of the wall clock, not a wait)."""
+    waited = age(ancdata, now_real)
+    return now - waited if waited is not None and 0.0 <= waited < max_age else now
+
+
 def _stamped_now() -> bool:
     """True if a byte sent over a new loopback TCP connection comes with a stamp."""
     with contextlib.ExitStack() as stack:

@@ -300,9 +300,7 @@ class _Conn:
         if self._interval:
             self._not_before = self._loop.time() + self._interval
         if anc:
-            waited = kstamp.age(anc, now_real)  # how long the bytes waited in the kernel
-            if waited is not None and 0.0 < waited < self._interval + _MAX_STAMP_AGE:  # else a clock step
-                return data, t_read - waited
+            return data, kstamp.received_at(anc, t_read, now_real, self._interval + _MAX_STAMP_AGE)
         return data, t_read
 
     async def read_head(self) -> bytes:

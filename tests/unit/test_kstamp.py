@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import time
 
 import pytest
@@ -36,3 +37,11 @@ async def test_after_ensure_live_every_new_connection_is_stamped_from_its_first_
 def test_unstamped_ancillary_data_has_no_age() -> None:
     assert kstamp.age([]) is None
     assert kstamp.age([(socket.SOL_SOCKET, 99, b"\0" * 16)]) is None
+
+
+def test_received_at_falls_back_to_the_read_time() -> None:
+    now_real = 1_800_000_000.0
+    stamp = [(socket.SOL_SOCKET, kstamp.SO_TIMESTAMPNS, struct.pack("@ll", 1_799_999_999, 750_000_000))]
+    assert kstamp.received_at(stamp, 100.0, now_real, 5.0) == 99.75  # waited 0.25 s in the kernel
+    assert kstamp.received_at([], 100.0, now_real, 5.0) == 100.0  # unstamped
+    assert kstamp.received_at(stamp, 100.0, now_real, 0.1) == 100.0  # older than max_age: a clock step

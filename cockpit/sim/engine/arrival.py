@@ -32,9 +32,7 @@ _MAX_AGE = 5.0  # a stamp older than this is a wall-clock step, not a queued req
 
 def _monotonic_of(ancdata: list[tuple[int, int, bytes]]) -> float:
     """The kernel receive time in ``ancdata`` on the monotonic clock (now, if there is none)."""
-    now, now_real = time.monotonic(), time.time()
-    waited = kstamp.age(ancdata, now_real)
-    return now - waited if waited is not None and 0.0 <= waited < _MAX_AGE else now
+    return kstamp.received_at(ancdata, time.monotonic(), time.time(), _MAX_AGE)
 
 
 if _SelectorSocketTransport is not None and kstamp.SO_TIMESTAMPNS is not None:
