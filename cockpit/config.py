@@ -397,6 +397,16 @@ class UISection(Strict):
     stream_frame_ms: Annotated[int, int_range(0, 2000, "stream frame ms")] = C.STREAM_FRAME_MS
 
 
+class EngineSection(Strict):
+    """How the cockpit judges a serving engine and how long it waits for one."""
+
+    # hung: /metrics shows requests running while vllm:generation_tokens_total stays flat this long
+    hang_after_s: Seconds = 90.0
+    # chat and smoke: seconds to the first token (prefill of a long prompt counts), then between tokens
+    first_token_timeout_s: Seconds = 300.0
+    idle_timeout_s: Seconds = 60.0
+
+
 class HostEntry(Strict):
     rank: Annotated[int, int_range(0, None, "rank")]
     ssh: Annotated[str, AfterValidator(ssh_target)]
@@ -428,6 +438,7 @@ class ClusterConfig(Strict):
     budget: BudgetSection = Field(default_factory=BudgetSection)
     ssh: SSHSection = Field(default_factory=SSHSection)
     ui: UISection = Field(default_factory=UISection)
+    engine: EngineSection = Field(default_factory=EngineSection)
     hosts: list[HostEntry]
 
     @model_validator(mode="after")
