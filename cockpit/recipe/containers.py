@@ -3,6 +3,11 @@
 `ContainerState` is the cockpit's model of one container: status, exit code, OOM kill, start and finish
 times. Every key of docker's JSON is treated as optional; values of the wrong type are ignored.
 The argv lists of the docker commands the launch code runs live here too (quoted in `cockpit.hosts`).
+
+Removal: the cockpit never removes a container automatically, never a running one, and never one it did
+not start. A stopped container it started (its full ID is in the launch ledger) is removed only on the
+operator's confirmed request (`launch --replace-stopped`, see `cockpit.recipe.replace`), after its full log
+was archived, by its full ID (`rm_argv`: never by name, never `-f`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class ContainerState:
     finished_at: float | None = None
     image: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    created_at: float | None = None
 
     @property
     def exited(self) -> bool:
@@ -66,7 +72,8 @@ class ContainerState:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "status": self.status, "running": self.running,
                 "exit_code": self.exit_code, "oom_killed": self.oom_killed, "error": self.error,
-                "started_at": self.started_at, "finished_at": self.finished_at, "image": self.image}
+                "started_at": self.started_at, "finished_at": self.finished_at, "image": self.image,
+                "created_at": self.created_at}
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +146,7 @@ def _state(obj: dict[str, Any]) -> ContainerState | None:
         oom_killed=st.get("OOMKilled") is True, error=_s(st.get("Error")),
         started_at=parse_time(_s(st.get("StartedAt"))), finished_at=parse_time(_s(st.get("FinishedAt"))),
         image=_s(obj.get("Image")) or _s(cfg.get("Image")),
-        labels={str(k): str(v) for k, v in labels.items()})
+        labels={str(k): str(v) for k, v in labels.items()}, created_at=parse_time(_s(obj.get("Created"))))
 
 
 def container_id_from_output(stdout: str) -> str | None:
@@ -162,8 +169,16 @@ def ps_argv(name: str) -> list[str]:
 
 
 def stop_argv(ref: str) -> list[str]:
-    """`docker stop` only: the cockpit never removes a container."""
+    """`docker stop`: stopping never removes a container (see `rm_argv` for the one way the cockpit does)."""
     return ["docker", "stop", ref]
+
+
+def rm_argv(container_id: str) -> list[str]:
+    """`docker rm ID` for one full 64-hex container ID; a name, a short ID or anything else is refused
+    (ValueError), and there is no `-f`: docker itself refuses to remove a running container."""
+    if not isinstance(container_id, str) or not _HEX_ID.fullmatch(container_id):
+        raise ValueError(f"docker rm needs a full 64-hex container ID, not {container_id!r}")
+    return ["docker", "rm", container_id]
 
 
 def image_id_argv(image: str) -> list[str]:

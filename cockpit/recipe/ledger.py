@@ -14,7 +14,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from cockpit.config import ClusterConfig
@@ -44,6 +44,28 @@ class LaunchRecord:
     target: str
     launched_at: float
     stopped_at: float | None = None
+    stop_requested_at: float | None = None   # when this cockpit began stopping the cluster (admin clock)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingLaunch:
+    """A `docker run` in flight on a rank: if its host is lost meanwhile, a container of that name created
+    after `at` is this launch's and is recorded when the host answers again."""
+
+    rank: int
+    name: str
+    target: str
+    at: float
+
+
+def _load(cls: type, data: object) -> object | None:
+    if not isinstance(data, dict):
+        return None
+    known = {f.name for f in fields(cls)}
+    try:
+        return cls(**{k: v for k, v in data.items() if k in known})
+    except (TypeError, ValueError):
+        return None
 
 
 class Ledger:
@@ -77,17 +99,56 @@ class Ledger:
         ranks = self._read().get(self.key, {})
         out = {}
         for rank, rec in ranks.items() if isinstance(ranks, dict) else []:
-            try:
-                out[int(rank)] = LaunchRecord(**rec)  # type: ignore[arg-type]
-            except (TypeError, ValueError):
-                continue
+            loaded = _load(LaunchRecord, rec) if rank.isdigit() else None
+            if isinstance(loaded, LaunchRecord):
+                out[int(rank)] = loaded
+        return out
+
+    def pending(self) -> dict[int, PendingLaunch]:
+        """Launches whose `docker run` did not report back (host lost while it was in flight)."""
+        ranks = self._read().get(self.key + "/pending", {})
+        out = {}
+        for rank, rec in ranks.items() if isinstance(ranks, dict) else []:
+            loaded = _load(PendingLaunch, rec) if rank.isdigit() else None
+            if isinstance(loaded, PendingLaunch):
+                out[int(rank)] = loaded
         return out
 
     def record(self, rank: int, container_id: str, name: str, target: str) -> LaunchRecord:
         rec = LaunchRecord(rank, container_id, name, target, time.time())
         with self._locked() as data:
             data.setdefault(self.key, {})[str(rank)] = asdict(rec)
+            data.get(self.key + "/pending", {}).pop(str(rank), None)
         return rec
+
+    def begin_launch(self, rank: int, name: str, target: str) -> PendingLaunch:
+        """Note a `docker run` about to start on rank (cleared by `record` or `clear_pending`)."""
+        pend = PendingLaunch(rank, name, target, time.time())
+        with self._locked() as data:
+            data.setdefault(self.key + "/pending", {})[str(rank)] = asdict(pend)
+        return pend
+
+    def clear_pending(self, rank: int) -> None:
+        with self._locked() as data:
+            data.get(self.key + "/pending", {}).pop(str(rank), None)
+
+    def adopt(self, rank: int, container_id: str, created_at: float | None, skew: float = 5.0) -> bool:
+        """Record the container a lost `docker run` started, if it was created during that launch."""
+        pend = self.pending().get(rank)
+        if pend is None or created_at is None or created_at < pend.at - skew:
+            return False
+        self.record(rank, container_id, pend.name, pend.target)
+        return True
+
+    def mark_stop_requested(self, ranks: list[tuple[int, str]], at: float | None = None) -> None:
+        """Note that this cockpit begins stopping these (rank, container ID) pairs: what the containers log
+        from then on is their shutdown, not a failure."""
+        at = time.time() if at is None else at
+        with self._locked() as data:
+            for rank, cid in ranks:
+                rec = data.get(self.key, {}).get(str(rank))
+                if isinstance(rec, dict) and rec.get("container_id") == cid:
+                    rec["stop_requested_at"] = at
 
     def mark_stopped(self, rank: int, container_id: str) -> None:
         with self._locked() as data:

@@ -125,6 +125,9 @@ REMEDY_ROOT = "the real cause is earlier in this rank's log (shown above); fix i
 FAILURE_RULES: tuple[FailureRule, ...] = (
     FailureRule("worker-died", _re(r"Worker proc \S+ (?:\(node_rank=\d+\) )?died unexpectedly"),
                 "a worker rank died (the head stops serving)", REMEDY_PEER, 95, secondary=True),
+    # the head's engine core reporting that a worker died (its own traceback follows the worker's death)
+    FailureRule("engine-dead", _re(r"Worker failed with error|EngineDeadError"),
+                "the engine lost a worker (the head stops serving)", REMEDY_PEER, 94, secondary=True),
     FailureRule("ibv-modify-qp", _re(r"Call to ibv_modify_qp failed with 110 Connection timed out"),
                 "RoCE connection timed out (ibv_modify_qp 110)", REMEDY_FABRIC, 90),
     FailureRule("ib-completion-12", _re(r"NET/IB: Got completion from peer.*status=12"),

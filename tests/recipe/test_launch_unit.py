@@ -118,7 +118,7 @@ def test_head_ready_promotes_waiting_workers_and_cluster_is_ready() -> None:
 
 
 def test_verdict_blames_the_root_cause_rank_not_the_one_reporting_a_dead_peer() -> None:
-    cluster = L.ClusterTimeline([0, 1, 2, 3])
+    cluster = L.ClusterTimeline([0, 1, 2, 3], grace=0)
     for r in cluster.ranks:
         cluster[r].launched(0.0)
     cluster[0].feed_line("(EngineCore_DP0 pid=72) ERROR 05-01 10:02:32 [multiproc_executor.py:154] Worker "
@@ -131,7 +131,7 @@ def test_verdict_blames_the_root_cause_rank_not_the_one_reporting_a_dead_peer() 
     cluster[2].feed_line("NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out", 6.0)
     cluster.settle([])
     verdict = cluster.verdict
-    assert verdict.state == "down" and verdict.first_failed == 2 and "also failed: rank 0" in verdict.summary
+    assert verdict.state == "down" and verdict.first_failed == 2 and "followed by rank 0" in verdict.summary
     assert L.settled(cluster, now=6.0)
 
 
@@ -150,3 +150,77 @@ def test_events_serialise_to_json() -> None:
     for e in events:
         json.dumps(L.event_dict(e))
     assert L.event_dict(events[0]) == {"event": "PhaseEntered", "rank": 0, "phase": "launched", "at": 1.0}
+
+
+CRASH = ["(VllmWorker pid=9) ERROR 12-01 10:00:00 [multiproc_executor.py:654] WorkerProc hit an exception.",
+         "Traceback (most recent call last):",
+         '  File "vllm/v1/worker/gpu_model_runner.py", line 2411, in execute_model',
+         "RuntimeError: CUDA error: an illegal memory access was encountered"]
+HEAD_SEES_IT = ["Traceback (most recent call last):",
+                '  File "vllm/v1/engine/core.py", line 711, in run_engine_core',
+                "RuntimeError: Worker failed with error 'Worker proc died unexpectedly', please check the "
+                "stack trace above for the root cause"]
+
+
+def _feed(tl: L.RankTimeline, lines: list[str], at: float) -> None:
+    for i, line in enumerate(lines):
+        tl.feed_line(line, at + i * 0.5)
+
+
+def test_the_rank_that_failed_first_by_its_hosts_clock_is_blamed_whatever_reports_first() -> None:
+    """The head's report of a dead worker arrives first; the worker's own crash began earlier."""
+    cluster = L.ClusterTimeline([0, 1, 2, 3], grace=3600)
+    for r in cluster.ranks:
+        cluster[r].launched(0.0)
+    _feed(cluster[0], HEAD_SEES_IT, 11.0)
+    assert cluster.settle([]) == []                      # nothing published within the grace window
+    assert cluster.verdict.state == "idle" and not L.settled(cluster)
+    _feed(cluster[3], CRASH, 10.0)                       # its exception line is at 11.5, its traceback at 10.5
+    verdict = cluster.compute_verdict()
+    assert verdict.first_failed == 3 and "followed by rank 0" in verdict.summary
+    assert cluster[0].failure is not None and cluster[0].failure.secondary
+    assert cluster[3].failure is not None and cluster[3].failure.at == 10.5
+    cluster.grace = 0
+    events = cluster.settle([])
+    assert [e.verdict.first_failed for e in events if isinstance(e, L.VerdictChanged)] == [3]
+
+
+def test_a_rank_stopped_by_the_cockpit_is_stopped_whatever_it_printed_while_shutting_down() -> None:
+    tl = L.RankTimeline(0)
+    tl.launched(0.0, "c" * 64)
+    tl.feed_line("INFO:     Application startup complete.", 5.0)
+    tl.request_stop(100.0)
+    _feed(tl, ["Traceback (most recent call last):", "asyncio.exceptions.CancelledError"], 100.5)
+    assert tl.failure is None and tl.condition == "stopping"
+    events = tl.feed_container(_exited(exit_code=0, finished=102.0), 102.0)
+    assert tl.condition == "stopped" and tl.failure is None
+    assert any(isinstance(e, L.RankStopped) for e in events)
+    cluster = L.ClusterTimeline([0], grace=0)
+    cluster.ranks[0] = tl
+    assert cluster.compute_verdict().state == "stopped"
+
+
+def test_a_crash_before_the_stop_request_stays_a_failure() -> None:
+    tl = L.RankTimeline(1)
+    tl.launched(0.0, "c" * 64)
+    _feed(tl, CRASH, 50.0)
+    tl.request_stop(100.0)
+    tl.feed_container(_exited(exit_code=1, finished=52.0), 101.0)
+    assert tl.condition == "failed" and tl.failure is not None and "CUDA error" in tl.failure.cause
+
+
+def test_a_clean_exit_is_a_stop_and_an_oom_kill_is_not() -> None:
+    clean = L.RankTimeline(2)
+    clean.launched(0.0, "c" * 64)
+    clean.feed_line("[W1201 09:30:36 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl", 90.0)
+    clean.feed_container(_exited(exit_code=0, finished=100.0), 100.0)
+    assert clean.condition == "stopped"
+    oom = L.RankTimeline(3)
+    oom.launched(0.0, "c" * 64)
+    oom.feed_container(_exited(exit_code=137, finished=100.0, oom=True), 100.0)
+    assert oom.condition == "failed"
+
+
+def _exited(*, exit_code: int, finished: float, oom: bool = False) -> L.ContainerState:
+    return L.ContainerState("c" * 64, "ds41_r37", "exited", exit_code=exit_code, oom_killed=oom,
+                            started_at=0.0, finished_at=finished)
