@@ -1,10 +1,11 @@
 """`launch`, `status`, `stop`: the staged launch (recipe steps 6–7) without a screen.
 
-`launch` dry-runs every rank, refuses while preflight fails (unless --override-preflight) or any rank
-still has a container of the launch's name, asks for confirmation (or --yes), launches ranks N-1 … 1
-then 0, streams phase events, and exits 0 when the API is ready, 1 with the cause when a rank fails.
-`status` is read-only and works for any cluster, also one launched by hand. `stop` stops only the
-containers this cockpit started, head first, with `docker stop` (never `docker rm`).
+`launch` dry-runs every rank, passes the launch gate (`recipe.launch.launch_gate`: hosts, containers in
+the way, preflight), takes the cluster lock on rank 0's host, asks for confirmation (or --yes), with
+--replace-stopped archives and removes the stopped containers this cockpit started, launches ranks
+N-1 … 1 then 0, streams phase events, and exits 0 when the API is ready, 1 with the cause when a rank
+fails. `status` is one look of the live model (read-only, also for a cluster launched by hand). `stop`
+stops only the containers this cockpit started, head first, with `docker stop`, under the same lock.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostUnavailable
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.lock import ClusterLock, LockError
 from cockpit.recipe.phases import PHASES, Phase
 from cockpit.recipe.preflight import preflight_results
+from cockpit.recipe.replace import execute_replace
 from cockpit.recipe.stop import execute_stop, plan_stop
 
 EXIT_REFUSED = 3
@@ -38,6 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--yes", action="store_true", help="launch without asking")
     p.add_argument("--override-preflight", action="store_true",
                    help="launch even though preflight has failures (the operator takes responsibility)")
+    p.add_argument("--replace-stopped", action="store_true",
+                   help="first archive the log of every stopped ds41_r37 container this cockpit started, "
+                        "then remove it (docker rm of that ID only); running containers and ones started "
+                        "by hand are never removed")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the API (default 3600)")
     p.add_argument("--phase-limit", type=float, default=None,
                    help="seconds a rank may stay in one phase before it counts as stuck "
@@ -47,8 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s = sub.add_parser("status", help="per-rank container state, phase and API readiness (read-only)",
                        description="Container state, boot phase (from the log tail) and API readiness of "
                                    "every rank; changes nothing, also for a cluster launched by hand. Exit 0 "
-                                   "when the API is ready, 1 otherwise.")
+                                   "when the cluster is ready and the engine not hung, 1 otherwise.")
     add_json(s)
+    s.add_argument("--watch-engine", type=float, default=0.0, metavar="S",
+                   help="also sample the engine's /metrics for S seconds to tell serving from hung")
     s.set_defaults(func=run_status)
 
     t = sub.add_parser("stop", help="stop the containers this cockpit started, head first",
@@ -57,6 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                                    "stops one launched by hand.")
     add_json(t)
     t.add_argument("--yes", action="store_true", help="stop without asking")
+    t.add_argument("--force", action="store_true",
+                   help="stop the workers even though the head (rank 0) is unreachable")
     t.set_defaults(func=run_stop)
 
 
@@ -104,6 +115,10 @@ def event_text(event: L.LaunchEvent, t0: float) -> str:
             lines.append(f"    container: {f.exit_reason}")
         lines.append(f"    remedy: {f.remedy}")
         return "\n".join(lines)
+    if isinstance(event, L.RankStopped):
+        return f"{stamp(event.at)} rank {event.rank} stopped: {event.detail}"
+    if isinstance(event, L.RankUnknown):
+        return f"{stamp(event.at)} rank {event.rank} UNKNOWN: {event.detail}"
     if isinstance(event, L.HostChanged):
         what = "host LOST" if event.lost else "host back"
         return f"{stamp(event.at)} rank {event.rank} {what}: {event.detail}"
@@ -111,16 +126,15 @@ def event_text(event: L.LaunchEvent, t0: float) -> str:
         r = event.readiness
         return f"{stamp(r.checked_at)} API: {r.message}"
     if isinstance(event, L.VerdictChanged):
-        return f"== {event.verdict.summary}"
+        v = event.verdict
+        return f"== {v.summary}" + (f"\n   what to do: {v.remedy}" if v.remedy and v.state != "ready" else "")
     return str(event)
 
 
 async def preflight_gate(fleet: Fleet, cfg: ClusterConfig) -> tuple[list[str], str]:
     """Failures of the preflight that must pass before a launch, and which preflight ran."""
     final = await preflight_results(fleet, cfg)
-    fails = [f"rank {r.rank}: {r.title}: {r.value}" + (f" ({r.remedy})" if r.remedy else "")
-             for r in final.results if r.verdict.value == "fail"]
-    return fails, "full preflight"
+    return L.preflight_failures(final.results), "full preflight"
 
 
 def stuck_limits(phase_limit: float | None) -> dict[Phase, float]:
@@ -134,10 +148,21 @@ def stuck_limits(phase_limit: float | None) -> dict[Phase, float]:
 
 def run_launch(args: argparse.Namespace) -> int:
     _, cfg = load(args)
-    return run_async(_launch(args, cfg))
+    booting: dict[int, str] = {}
+    try:
+        return run_async(_launch(args, cfg, booting))
+    except KeyboardInterrupt:
+        if booting:
+            which = ", ".join(f"rank {r} ({cid[:12]})" for r, cid in sorted(booting.items()))
+            print(f"interrupted: these containers keep booting: {which}; stop them with "
+                  "`r37-cockpit stop` (head first), or follow them with `r37-cockpit status`",
+                  file=sys.stderr)
+        else:
+            print("interrupted before any container was started", file=sys.stderr)
+        return 130
 
 
-async def _launch(args: argparse.Namespace, cfg: ClusterConfig) -> int:
+async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[int, str]) -> int:
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
         dry = await L.dry_run(fleet, cfg)
@@ -150,48 +175,73 @@ async def _launch(args: argparse.Namespace, cfg: ClusterConfig) -> int:
             ranks = ", ".join(str(d.rank) for d in bad)
             raise CliError(f"the dry run failed on rank {ranks}: fix that first (is the recipe downloaded "
                            "and cluster.env written?)", EXIT_REFUSED)
-        blockers = await L.launch_blockers(fleet, cfg)
-        if blockers:
-            for b in blockers:
-                _say(args, f"refused: {b.reason}\n    what to do: {b.remedy}",
-                     {"event": "Refused", **b.to_dict()})
-            raise CliError("launch refused: " + blockers[0].reason, EXIT_REFUSED)
-        fails, which = await preflight_gate(fleet, cfg)
-        if fails:
-            for f in fails:
-                _say(args, f"preflight FAIL: {f}",
-                     {"event": "PreflightFail", "detail": f, "preflight": which})
-            if not args.override_preflight:
-                raise CliError(f"launch refused: {len(fails)} preflight failure(s) ({which}); fix them, or "
-                               "pass --override-preflight to launch anyway", EXIT_REFUSED)
-            _say(args, "preflight failures overridden by the operator",
-                 {"event": "PreflightOverridden", "failures": len(fails)})
-        else:
-            _say(args, f"preflight: pass ({which})", {"event": "PreflightPass", "preflight": which})
-        if args.dry_run:
-            return 0
-        order = " → ".join(str(r) for r in L.launch_order(cfg.ranks))
-        if not args.yes and not _confirm(f"Launch ranks {order} (rank 0 last)?"):
-            raise CliError("launch cancelled", EXIT_REFUSED)
-        t0 = time.time()
-        launcher = L.Launcher(fleet, cfg, stuck_limits=stuck_limits(args.phase_limit),
-                              emit=lambda ev: _say(args, event_text(ev, t0), L.event_dict(ev)))
         try:
-            if await launcher.launch():
-                finished = await launcher.run_until(L.settled, timeout=args.timeout)
-            else:
-                finished = True
-        finally:
-            await launcher.close()
-        verdict = launcher.timeline.compute_verdict()
-        ok = verdict.state == "ready"
-        if not finished:
-            _say(args, f"timed out after {args.timeout:g} s: {verdict.summary}",
-                 {"event": "Result", "ok": False, "state": "timeout", "summary": verdict.summary})
-            return 1
-        _say(args, f"result: {verdict.summary}", {"event": "Result", "ok": ok, "state": verdict.state,
-                                                  "summary": verdict.summary})
-        return 0 if ok else 1
+            async with ClusterLock(fleet, cfg, "launch") as lock:
+                if lock.warning:
+                    _say(args, f"warning: {lock.warning}",
+                         {"event": "LockTakenOver", "warning": lock.warning})
+                return await _gated_launch(args, cfg, fleet, booting)
+        except LockError as exc:
+            raise CliError(f"launch {exc}", EXIT_REFUSED) from None
+
+
+async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fleet,
+                        booting: dict[int, str]) -> int:
+    fails, which = await preflight_gate(fleet, cfg)
+    ledger = Ledger(cfg)
+    gate = await L.launch_gate(fleet, cfg, preflight_failures=fails,
+                               override_preflight=args.override_preflight,
+                               replace_stopped=args.replace_stopped, ledger=ledger)
+    for f in fails:
+        _say(args, f"preflight FAIL: {f}", {"event": "PreflightFail", "detail": f, "preflight": which})
+    if not fails:
+        _say(args, f"preflight: pass ({which})", {"event": "PreflightPass", "preflight": which})
+    elif args.override_preflight:
+        _say(args, "preflight failures overridden by the operator",
+             {"event": "PreflightOverridden", "failures": len(fails)})
+    for item in gate.replace:
+        shown = "\n".join(f"    {c}" for c in item.commands)
+        _say(args, f"rank {item.rank}: replace: {item.reason}\n{shown}", {"event": "ReplacePlan", **item.to_dict()})
+    if not gate.open:
+        for b in gate.blockers:
+            _say(args, f"refused: {b.reason}\n    what to do: {b.remedy}", {"event": "Refused", **b.to_dict()})
+        raise CliError("launch refused: " + gate.blockers[0].reason, EXIT_REFUSED)
+    if args.dry_run:
+        return 0
+    order = " → ".join(str(r) for r in L.launch_order(cfg.ranks))
+    question = f"Launch ranks {order} (rank 0 last)?"
+    if gate.replace:
+        question = f"Archive and remove {len(gate.replace)} stopped container(s), then launch ranks {order}?"
+    if not args.yes and not _confirm(question):
+        raise CliError("launch cancelled", EXIT_REFUSED)
+    if gate.replace:
+        outcomes = await execute_replace(fleet, cfg, gate.replace, ledger)
+        for o in outcomes:
+            _say(args, f"rank {o.rank}: {'replaced' if o.ok else 'NOT replaced'}: {o.message}",
+                 {"event": "Replaced", **o.to_dict()})
+        if not all(o.ok for o in outcomes):
+            raise CliError("launch stopped: a stopped container could not be archived and removed (see above)")
+    t0 = time.time()
+    launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=stuck_limits(args.phase_limit),
+                          emit=lambda ev: _say(args, event_text(ev, t0), L.event_dict(ev)))
+    launcher.booting = booting
+    try:
+        if await launcher.launch():
+            finished = await launcher.run_until(L.settled, timeout=args.timeout)
+        else:
+            finished = await launcher.run_until(lambda t: t.verdict.state != "launching", timeout=10)
+    finally:
+        await launcher.close()
+    verdict = launcher.timeline.compute_verdict()
+    ok = verdict.state == "ready"
+    if not finished:
+        _say(args, f"timed out after {args.timeout:g} s: {verdict.summary}",
+             {"event": "Result", "ok": False, "state": "timeout", "summary": verdict.summary})
+        return 1
+    _say(args, f"result: {verdict.summary}" + (f"\n    what to do: {verdict.remedy}" if verdict.remedy else ""),
+         {"event": "Result", "ok": ok, "state": verdict.state, "summary": verdict.summary,
+          "remedy": verdict.remedy})
+    return 0 if ok else 1
 
 
 # ---- status -------------------------------------------------------------------------------------------
@@ -199,18 +249,18 @@ async def _launch(args: argparse.Namespace, cfg: ClusterConfig) -> int:
 
 def run_status(args: argparse.Namespace) -> int:
     _, cfg = load(args)
-    report = run_async(_status(cfg))
+    report = run_async(_status(cfg, args.watch_engine))
     if args.json:
         print_json(report.to_dict())
     else:
         print(status_text(report, cfg))
-    return 0 if report.api.ready else 1
+    return 0 if report.ok else 1
 
 
-async def _status(cfg: ClusterConfig) -> L.StatusReport:
+async def _status(cfg: ClusterConfig, watch_engine: float = 0.0) -> L.StatusReport:
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
-        return await L.cluster_status(fleet, cfg)
+        return await L.cluster_status(fleet, cfg, watch_engine=watch_engine)
 
 
 def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
@@ -221,11 +271,15 @@ def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
         exit_ = str(c.exit_code) + (" OOM" if c.oom_killed else "") if c and c.exited else "-"
         prog = f"{r.progress[0]}/{r.progress[1]}" if r.progress and r.phase is Phase.LOADING else ""
         rows.append([str(r.rank), r.target, r.host, c.short_id if c else "-", state, exit_, r.owner,
-                     ("FAILED in " if r.failure else "") + r.phase.value, prog])
-    out = [table(rows, ["RANK", "TARGET", "HOST", "CONTAINER", "STATE", "EXIT", "STARTED BY", "PHASE",
-                        "PROGRESS"])]
-    out.append(f"API: {report.api.message}")
+                     r.condition.upper() if r.condition in ("failed", "unknown") else r.condition,
+                     r.phase.value if c and r.condition != "stopped" else "-", prog])
+    out = [table(rows, ["RANK", "TARGET", "HOST", "CONTAINER", "STATE", "EXIT", "STARTED BY", "RANK IS",
+                        "PHASE", "PROGRESS"])]
+    out.append(f"API: {report.api.message}" + (f" — engine {report.engine}" if report.engine != "unknown"
+                                                else ""))
     out.append(report.verdict.summary)
+    if report.verdict.remedy and report.verdict.state != "ready":
+        out.append(f"what to do: {report.verdict.remedy}")
     for r in report.ranks:
         if r.failure:
             out.append(f"rank {r.rank}: {r.failure.label}\n    cause: {r.failure.cause}\n"
@@ -250,21 +304,25 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig) -> int:
         await _connected_fleet(fleet, cfg)
         plan = await plan_stop(fleet, cfg, ledger)
         todo = [i for i in plan if i.action == "stop"]
-        if args.json and (not todo or not args.yes):
+        lost = [i for i in plan if i.action == "unreachable"]
+        if args.json and ((not todo and not lost) or not args.yes):
             print_json({"plan": [i.to_dict() for i in plan], "stopped": []})
         elif not args.json:
             for i in plan:
                 line = f"rank {i.rank} ({fleet[i.rank].target}): {i.action}: {i.reason}"
                 print(line + (f"\n    {i.command}" if i.command else ""))
-        if not todo:
+        if not todo and not lost:
             if not args.json:
                 print("nothing to stop: no running container started by this cockpit "
                       "(a cluster launched by hand is never stopped by r37-cockpit)")
             return 0
-        if not args.yes and not _confirm(f"Stop {len(todo)} container(s), head first?"):
+        if todo and not args.yes and not _confirm(f"Stop {len(todo)} container(s), head first?"):
             raise CliError("stop cancelled", EXIT_REFUSED)
         try:
-            outcomes = await execute_stop(fleet, plan, ledger)
+            async with ClusterLock(fleet, cfg, "stop"):
+                outcomes = await execute_stop(fleet, plan, ledger, force=args.force)
+        except LockError as exc:
+            raise CliError(f"stop {exc}", EXIT_REFUSED) from None
         except HostUnavailable as exc:
             raise CliError(str(exc)) from None
         if args.json:

@@ -2,7 +2,11 @@
 
 A rank is stopped only when its container (looked up by name) has exactly the ID the ledger recorded
 when the cockpit launched it. Anything else — a cluster launched by hand, a container of another
-name — is left alone and said so. Only `docker stop`: the cockpit never removes a container.
+name — is left alone and said so. Only `docker stop` (removal is `launch --replace-stopped`'s, after
+archiving). The stop request is noted in the ledger before the head is stopped, so what the ranks print
+while shutting down is judged as a stop, not a failure. A rank whose recorded container cannot be
+reached is `unreachable`: never reported stopped, and while the head is unreachable the workers are not
+stopped either (stopping them first would leave a head serving without workers) unless forced.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from cockpit.recipe.ledger import Ledger
 
 STOP_TIMEOUT = 90.0
 
-Action = Literal["stop", "skip"]
+Action = Literal["stop", "skip", "unreachable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +62,15 @@ async def plan_stop(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> list[St
     name = cfg.cluster.container_name
 
     async def one(rank: int) -> StopItem:
+        rec = records.get(rank)
         try:
             state = await inspect_container(fleet, rank, name)
         except (HostUnavailable, CommandTimeout) as exc:
+            if rec is not None and rec.stopped_at is None:
+                return StopItem(rank, "unreachable", f"host unreachable: {exc}; its container "
+                                f"{rec.container_id[:12]} (started by this cockpit) may still run",
+                                container_id=rec.container_id)
             return StopItem(rank, "skip", f"host not reachable: {exc}")
-        rec = records.get(rank)
         if state is None:
             return StopItem(rank, "skip", f"no container named {name}")
         if rec is None or rec.container_id != state.id:
@@ -80,21 +88,31 @@ async def plan_stop(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> list[St
     return sorted(items, key=lambda i: stop_order(cfg.ranks).index(i.rank))
 
 
-async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger) -> list[StopOutcome]:
-    """Stop the head first and wait for it, then every worker in parallel."""
+async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
+                       force: bool = False) -> list[StopOutcome]:
+    """Stop the head first and wait for it, then every worker in parallel. An unreachable rank is an
+    outcome that is not ok; an unreachable head keeps the workers running unless `force`."""
     todo = [i for i in plan if i.action == "stop"]
+    lost = [i for i in plan if i.action == "unreachable"]
+    out = [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {i.reason}") for i in lost]
+    if any(i.rank == 0 for i in lost) and not force:
+        out += [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: rank 0 (the head) is unreachable, so "
+                                           "the workers are left running; stop again when it answers, or "
+                                           "--force to stop the workers now") for i in todo if i.rank != 0]
+        return sorted(out, key=lambda o: o.rank)
+    ledger.mark_stop_requested([(i.rank, i.container_id) for i in todo])
     head = [i for i in todo if i.rank == 0]
     workers = [i for i in todo if i.rank != 0]
-    out = [await _stop_one(fleet, i, ledger) for i in head]
+    out += [await _stop_one(fleet, i, ledger) for i in head]
     out += await asyncio.gather(*(_stop_one(fleet, i, ledger) for i in workers))
-    return out
+    return sorted(out, key=lambda o: (o.rank != 0, o.rank))
 
 
 async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome:
     try:
         res = await fleet[item.rank].run(dk.stop_argv(item.container_id), timeout=STOP_TIMEOUT)
     except (HostUnavailable, CommandTimeout) as exc:
-        return StopOutcome(item.rank, False, str(exc))
+        return StopOutcome(item.rank, False, f"rank {item.rank} NOT stopped: {exc}")
     if not res.ok:
         return StopOutcome(item.rank, False, res.stderr.strip() or f"exit status {res.exit_status}")
     ledger.mark_stopped(item.rank, item.container_id)

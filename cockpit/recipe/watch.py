@@ -1,0 +1,265 @@
+"""The live cluster model, kept up to date: one watcher per cockpit over the fleet's existing connections.
+
+Per rank, one long-lived channel runs `docker inspect NAME` every `interval` seconds (`hosts.every`: no
+new SSH session per look), so a container that starts, stops or disappears anywhere — also by another
+cockpit or by hand — shows within about a second; the rank's log is read (its tail for a container this
+watcher did not see start, all of it for one it launched) and then followed, through the same follower
+as the Logs pane. Rank 0's API is probed through the SSH tunnel and its `/metrics` sampled for liveness.
+Everything lands in one `ClusterTimeline`: the header, every pane and `status` render that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from cockpit import constants as C
+from cockpit.api import readiness
+from cockpit.api.client import ApiClient
+from cockpit.api.liveness import HangTracker, read_sample
+from cockpit.config import ClusterConfig
+from cockpit.hosts import CommandTimeout, Fleet, HostState, HostUnavailable, every
+from cockpit.recipe import containers as dk
+from cockpit.recipe.containers import ContainerState
+from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.phases import PHASE_INDEX, Phase
+from cockpit.recipe.timeline import (
+    DEFAULT_STUCK_LIMITS,
+    ClusterTimeline,
+    LaunchEvent,
+    RankTimeline,
+)
+from cockpit.telemetry import logs
+
+FRAME_MARK = "r37-cockpit-inspect-end"
+STATUS_TAIL = 400            # log lines read of a container this watcher did not see start
+API_EVERY = 2.0              # seconds between API probes while rank 0 has a running container
+RETRY = 1.0
+
+Listener = Callable[[LaunchEvent], None]
+
+
+class ClusterWatcher:
+    """Watch every rank's container, log and the API until closed; `timeline` is always current."""
+
+    def __init__(self, fleet: Fleet, cfg: ClusterConfig, *, ledger: Ledger | None = None,
+                 interval: float = 1.0, api_url: str | None = None,
+                 stuck_limits: dict[Phase, float] | None = None, probe_api: bool = True):
+        self.fleet = fleet
+        self.cfg = cfg
+        self.ledger = ledger or Ledger(cfg)
+        self.interval = interval
+        self.api_url = api_url
+        self.limits = DEFAULT_STUCK_LIMITS if stuck_limits is None else stuck_limits
+        self.probe_api = probe_api
+        self.timeline = ClusterTimeline(cfg.ranks)
+        self.changed = asyncio.Event()
+        self.hang = HangTracker(cfg.engine.hang_after_s)
+        self._listeners: list[Listener] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._followers: dict[int, asyncio.Task[None]] = {}
+        self._points: dict[int, logs.ResumePoint] = {}
+        self._from_start: set[int] = set()          # ranks this cockpit is launching: read their whole log
+        self._seen: dict[int, str | None] = {}      # rank -> container ID of its last frame (None: none)
+        self._tail_read: set[int] = set()           # ranks whose current log has been read up to now
+        self._api_probed = False
+
+    # ---- life ------------------------------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        if self._tasks:
+            return
+        self._tasks = [asyncio.create_task(self._watch_rank(r), name=f"watch-{r}") for r in self.cfg.ranks]
+        self._tasks.append(asyncio.create_task(self._tick_loop(), name="watch-tick"))
+        if self.probe_api:
+            self._tasks.append(asyncio.create_task(self._api_loop(), name="watch-api"))
+
+    async def close(self) -> None:
+        tasks = [*self._tasks, *self._followers.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks, self._followers = [], {}
+
+    async def __aenter__(self) -> ClusterWatcher:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def looked(self) -> bool:
+        """Every rank looked at once (its container and log, or its host is not reachable) and the API
+        probed once: enough for a one-off `status`."""
+        for rank in self.cfg.ranks:
+            host_ok = self.fleet[rank].status.connected
+            if host_ok and (rank not in self._seen or (self._seen[rank] and rank not in self._tail_read)):
+                return False
+        return self._api_probed or not self.probe_api
+
+    async def first_look(self, timeout: float) -> bool:
+        """Wait until `looked()` (False when `timeout` ran out first)."""
+        deadline = time.monotonic() + timeout
+        while not self.looked():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), min(left, 0.5))
+        return True
+
+    # ---- what the launcher tells it --------------------------------------------------------------------
+
+    def expect_launch(self, rank: int) -> RankTimeline:
+        """This cockpit is about to launch rank: a fresh timeline, whose container log is read whole."""
+        self._from_start.add(rank)
+        self._stop_follower(rank)
+        self._seen.pop(rank, None)
+        self._tail_read.discard(rank)
+        self._points.pop(rank, None)
+        return self.timeline.reset_rank(rank)
+
+    def apply(self, events: list[LaunchEvent]) -> None:
+        for event in self.timeline.settle(events):
+            for listener in list(self._listeners):
+                listener(event)
+        self.changed.set()
+
+    # ---- per rank: container frames and logs ----------------------------------------------------------
+
+    async def _watch_rank(self, rank: int) -> None:
+        host = self.fleet[rank]
+        name = self.cfg.cluster.container_name
+        cmd = every(self.interval, dk.inspect_argv(name), marker=FRAME_MARK)
+        while True:
+            try:
+                if not host.status.connected:
+                    await host.wait_connected()
+                chunk: list[str] = []
+                async for line in host.stream(cmd, merge_stderr=False):
+                    if line.strip() != FRAME_MARK:
+                        if len(chunk) < 5000:       # a container's inspect is ~200 lines; bound junk
+                            chunk.append(line)
+                        continue
+                    states = dk.parse_inspect("\n".join(chunk))
+                    chunk = []
+                    self._frame(rank, states[0] if states else None)
+            except (HostUnavailable, CommandTimeout):
+                pass
+            await asyncio.sleep(RETRY)
+
+    def _frame(self, rank: int, state: ContainerState | None) -> None:
+        """One `docker inspect` of rank's container (None: there is none)."""
+        now = time.time()
+        tl = self.timeline[rank]
+        previous = self._seen.get(rank, "?")
+        self._seen[rank] = state.id if state else None
+        if state is None:
+            if tl.container is not None:                       # removed: the rank has nothing now
+                self._stop_follower(rank)
+                self.timeline.reset_rank(rank)
+                self.apply([])
+            elif previous == "?":
+                self.apply([])
+            return
+        if tl.container_id not in (None, state.id) or (previous not in ("?", None, state.id)):
+            self._stop_follower(rank)                          # another container of that name: relaunched
+            self._points.pop(rank, None)
+            self._tail_read.discard(rank)
+            tl = self.timeline.reset_rank(rank)
+        tl.owner = self._owner(rank, state)
+        rec = self.ledger.records().get(rank)
+        if rec is not None and rec.container_id == state.id and rec.stop_requested_at is not None:
+            tl.request_stop(rec.stop_requested_at)
+        changed = tl.container != state
+        if changed:
+            self.apply(tl.feed_container(state, now))
+        idle = rank not in self._followers or self._followers[rank].done()
+        if idle and not (state.exited and rank in self._tail_read):
+            self._followers[rank] = asyncio.create_task(self._follow(rank, state), name=f"log-{rank}")
+
+    def _owner(self, rank: int, state: ContainerState) -> Any:
+        if self.ledger.owns(rank, state.id):
+            return "cockpit"
+        if self.ledger.adopt(rank, state.id, state.created_at):
+            return "cockpit"      # its docker run was in flight when the host was lost: this launch's
+        return "by hand"
+
+    async def _follow(self, rank: int, state: ContainerState) -> None:
+        """Read the container's log up to now (its tail, or all of it), then follow it while it runs."""
+        host = self.fleet[rank]
+        point = self._points.setdefault(rank, logs.ResumePoint())
+        tail = None if rank in self._from_start else STATUS_TAIL
+        tl = self.timeline[rank]
+        if rank not in self._tail_read:
+            async for item in logs.follow(host, state.id, follow=False, tail=tail, resume=False, point=point):
+                if isinstance(item, logs.LogLine):
+                    self.apply(tl.feed_line(item.text, item.ts / 1e9))
+            self._tail_read.add(rank)
+            self.apply([])
+        if not state.running:
+            return
+        async for item in logs.follow(host, state.id, follow=True, point=point):
+            if isinstance(item, logs.LogLine):
+                self.apply(tl.feed_line(item.text, item.ts / 1e9))
+
+    def _stop_follower(self, rank: int) -> None:
+        task = self._followers.pop(rank, None)
+        if task is not None:
+            task.cancel()
+
+    # ---- hosts, stuck ranks, deferred verdicts ---------------------------------------------------------
+
+    async def _tick_loop(self) -> None:
+        while True:
+            self.tick()
+            await asyncio.sleep(self.interval)
+
+    def tick(self) -> None:
+        now = time.time()
+        events: list[LaunchEvent] = []
+        for rank, tl in self.timeline.ranks.items():
+            status = self.fleet[rank].status
+            if status.connected:
+                events += tl.host_back(now)
+            elif status.state in (HostState.LOST, HostState.UNREACHABLE) and (tl.spans or tl.container):
+                events += tl.host_lost(status.error or status.state.value, now)
+            events += tl.check_stuck(now, self.limits)
+        self.apply(events)
+
+    # ---- the API and the engine's liveness --------------------------------------------------------------
+
+    async def _api_loop(self) -> None:
+        while True:
+            await self.probe()
+            await asyncio.sleep(API_EVERY)
+
+    async def probe(self) -> None:
+        """One readiness probe (and a /metrics sample when ready) if rank 0 has a running container."""
+        head = self.timeline[min(self.timeline.ranks)]
+        running = head.container is not None and head.container.running
+        if not running or head.failed or head.stop_began is not None or (
+                self._seen.get(head.rank) is None and not self.fleet[head.rank].status.connected):
+            self._api_probed = self._api_probed or head.rank in self._seen
+            return
+        if head.rank in self._from_start and PHASE_INDEX[head.phase] < PHASE_INDEX[Phase.CUDA_GRAPHS]:
+            return
+        ready = await readiness.check(self.fleet, self.cfg.cluster.api_port, C.SERVED_MODEL,
+                                      api_url=self.api_url)
+        events = self.timeline.mark_api(ready, time.time())
+        if ready.ready and ready.url:
+            with contextlib.suppress(Exception):
+                async with ApiClient(ready.url, connect_timeout=5, read_timeout=5) as client:
+                    sample = await read_sample(client)
+                events += self.timeline.mark_liveness(self.hang.feed(sample))
+        self._api_probed = True
+        self.apply(events)
