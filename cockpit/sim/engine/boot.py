@@ -23,7 +23,7 @@ from cockpit.sim.engine import tracebacks
 from cockpit.sim.engine.cli import ServeArgs, kv_tokens, run_loop, schedule_from_env
 from cockpit.sim.engine.hostio import BYTES_PER_TOKEN, TOTAL_MEMORY, HostIO
 from cockpit.sim.engine.rendezvous import Head, WorkerLink
-from cockpit.sim.engine.serving import EngineConfig, Serving
+from cockpit.sim.engine.serving import EngineConfig, Serving, shut_down_api
 from cockpit.sim.engine.vlog import VLog, progress
 
 GIB = 1 << 30
@@ -126,28 +126,27 @@ class Boot:
         if life in done:
             stopper.cancel()
             code = life.result()
-        else:
-            life.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await life
-            self.shutdown_logs()
-            code = 0
-        await self.teardown()
-        return code
+            await self.teardown()
+            return code
+        life.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await life
+        await self.shut_down()
+        return 0
 
-    def shutdown_logs(self) -> None:
+    async def shut_down(self) -> None:
+        """SIGTERM/SIGINT: vLLM's graceful shutdown lines around the teardown (exit code 0). A serving
+        head stops its API server the way uvicorn logs it; a worker (or a head still booting) logs what
+        its worker process prints when the parent goes. Fault traceback-on-stop adds a traceback."""
+        traceback = self.fault("traceback-on-stop")
         if self.is_head and self.ready:
-            self.info("launcher.py:110", "Shutting down FastAPI HTTP server.", "APIServer")
-            for text in (
-                "Shutting down",
-                "Waiting for application shutdown.",
-                "Application shutdown complete.",
-                f"Finished server process [{os.getpid()}]",
-            ):
-                self.log.raw(f"(APIServer pid={os.getpid()}) INFO:     {text}", err=False)
-        else:
-            self.info("multiproc_executor.py:702", "Parent process exited, terminating worker")
-            self.info("multiproc_executor.py:744", "WorkerProc shutting down.")
+            await shut_down_api(self.log, self.teardown, traceback)
+            return
+        self.info("multiproc_executor.py:702", "Parent process exited, terminating worker")
+        if traceback:
+            self.log.raw(tracebacks.stop_worker())
+        await self.teardown()
+        self.info("multiproc_executor.py:744", "WorkerProc shutting down.")
 
     async def teardown(self) -> None:
         if self.serving is not None:
@@ -454,14 +453,13 @@ class Boot:
             ("/v1/chat/completions", "POST"),
         ):
             self.info("launcher.py:45", f"Route: {route}, Methods: {methods}", api)
-        pid = os.getpid()
         for text in (
-            f"Started server process [{pid}]",
+            f"Started server process [{self.log.pid}]",
             "Waiting for application startup.",
             "Application startup complete.",
             f"Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)",
         ):
-            self.log.raw(f"(APIServer pid={pid}) INFO:     {text}", err=False)
+            self.log.uvicorn(text)
         self.ready = True
         return await self.watch_ready()
 

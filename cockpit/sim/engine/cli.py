@@ -1,7 +1,8 @@
 """Command line of the simulated engine.
 
 python -m cockpit.sim.engine vllm serve MODEL_PATH [vLLM flags]     (what the container shim runs)
-python -m cockpit.sim.engine serve-ready --port P [--bind ADDR] [--speed S] [--time-scale X] ...
+python -m cockpit.sim.engine serve-ready --port P [--bind ADDR] [--speed S] [--time-scale X]
+        [--fault-root DIR] ...
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ import signal
 import sys
 from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from cockpit import constants
+from cockpit.sim import layout
 from cockpit.sim.engine import arrival
 from cockpit.sim.engine.hostio import HostIO
 from cockpit.sim.engine.schedule import Schedule
-from cockpit.sim.engine.serving import EngineConfig, Serving
+from cockpit.sim.engine.serving import EngineConfig, Serving, shut_down_api
 from cockpit.sim.engine.vlog import VLog
 
 KV_BYTES_PER_TOKEN = 20 * 1024
@@ -198,7 +201,12 @@ async def _serve_ready(ns: argparse.Namespace) -> int:
         max_num_seqs=ns.max_num_seqs,
         kv_tokens=kv_tokens(constants.GMU),
     )
-    serving = Serving(sch, cfg, log, HostIO(None, ""))
+    root = Path(ns.fault_root) if ns.fault_root else None
+
+    def fault(name: str) -> bool:
+        return root is not None and layout.fault_active(root, name)
+
+    serving = Serving(sch, cfg, log, HostIO(None, ""), fault)
     serving.start_background()
     await serving.start_api(ns.bind, ns.port)
     log.line(
@@ -207,14 +215,13 @@ async def _serve_ready(ns: argparse.Namespace) -> int:
         "launcher.py:46",
         f"Starting vLLM API server 0 on http://{ns.bind}:{ns.port} (simulated, already booted)",
     )
-    log.line("APIServer", "INFO", "on.py:62", "Application startup complete.")
+    log.uvicorn("Application startup complete.")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    log.line("APIServer", "INFO", "launcher.py:101", "Shutting down FastAPI HTTP server.")
-    await serving.stop()
+    await shut_down_api(log, serving.stop, fault("traceback-on-stop"))
     return 0
 
 
@@ -235,6 +242,12 @@ def _ready_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-path", default="/srv/models/DeepSeek-V4.1-Flash")
     p.add_argument("--max-model-len", type=int, default=constants.MAXLEN)
     p.add_argument("--max-num-seqs", type=int, default=constants.SEQS)
+    p.add_argument(
+        "--fault-root",
+        metavar="DIR",
+        help="a host root whose fault switches apply (DIR/faults/NAME: hang, traceback-on-stop); "
+        "no host files are written",
+    )
     return p
 
 

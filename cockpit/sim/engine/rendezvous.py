@@ -13,6 +13,10 @@ Line protocol, one JSON object per line:
 A connection that closes, or stays silent for HEARTBEAT_TIMEOUT_S, means the peer died. A hello that
 arrives after the head finished its init is held open and never answered (the relaunch race of the
 recipe: a new worker joining an old head hangs).
+
+`close()` on either side ends every connection and waits for its tasks, so a rank that shuts down
+(SIGTERM) leaves no task for the event loop to cancel at exit: the workers see the head's connections
+close, the way a real head's TCPStore goes away.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 HEARTBEAT_S = 1.0
 HEARTBEAT_TIMEOUT_S = 10.0
+CLOSE_TIMEOUT_S = 2.0  # how long close() waits for connection handlers that saw their socket close
 
 
 async def _send(writer: asyncio.StreamWriter, obj: dict[str, Any]) -> None:
@@ -61,6 +66,7 @@ class Head:
         self.server: asyncio.Server | None = None
         self._last_seen: dict[int, float] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._conns: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # every open connection
 
     async def start(self, addr: str, port: int) -> None:
         self.server = await asyncio.start_server(self._handle, addr, port, reuse_address=True)
@@ -72,6 +78,9 @@ class Head:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         rank = -1
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns[task] = writer
         try:
             hello = await asyncio.wait_for(_recv(reader), 30)
             if not hello or hello.get("op") != "hello":
@@ -104,7 +113,13 @@ class Head:
         except (TimeoutError, ConnectionError, OSError, ValueError):
             if rank in self.writers:
                 self._fail(rank, self.errors.get(rank, "connection reset"))
+        except asyncio.CancelledError:
+            # Only the loop's teardown cancels a handler (close() ends them by closing their sockets).
+            # Python 3.11's start_server callback reports a cancelled handler with a CancelledError
+            # traceback: end normally instead.
+            pass
         finally:
+            self._conns.pop(task, None)
             with contextlib.suppress(Exception):
                 writer.close()
 
@@ -134,14 +149,19 @@ class Head:
                 )
 
     async def close(self) -> None:
+        """Stop listening, close every connection (joined, late or still saying hello) and wait for
+        their handlers, which end on the closed socket."""
         self.closing = True
         for t in self._tasks:
             t.cancel()
-        for w in list(self.writers.values()):
-            with contextlib.suppress(Exception):
-                w.close()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.server is not None:
             self.server.close()
+        for w in list(self._conns.values()):
+            with contextlib.suppress(Exception):
+                w.close()
+        if self._conns:
+            await asyncio.wait(list(self._conns), timeout=CLOSE_TIMEOUT_S)
 
 
 class WorkerLink:
@@ -201,14 +221,20 @@ class WorkerLink:
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
                 await _send(self.writer, obj)
 
-    def _close(self) -> None:
-        for t in self._tasks:
+    def _close(self) -> list[asyncio.Task[None]]:
+        """Cancel the link's tasks and close its socket; returns the tasks (to await)."""
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
             t.cancel()
-        self._tasks = []
         if self.writer is not None:
             with contextlib.suppress(Exception):
                 self.writer.close()
         self.writer = None
+        return tasks
 
     async def close(self) -> None:
-        self._close()
+        writer = self.writer
+        await asyncio.gather(*self._close(), return_exceptions=True)
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), CLOSE_TIMEOUT_S)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
 
+from cockpit.sim.engine import tracebacks
 from cockpit.sim.engine.api import ChatAPI, start_site
 from cockpit.sim.engine.core import EngineCore
 from cockpit.sim.engine.hostio import BYTES_PER_TOKEN, HostIO
@@ -27,6 +28,19 @@ class EngineConfig:
     max_num_seqs: int
     kv_tokens: int
     max_images: int = 4
+
+
+async def shut_down_api(log: VLog, teardown: Callable[[], Awaitable[None]], traceback: bool = False) -> None:
+    """The API server's graceful stop on SIGTERM as vLLM logs it (launcher, then uvicorn), around
+    `teardown`; `traceback`: uvicorn's lifespan CancelledError in the middle (fault traceback-on-stop)."""
+    log.line("APIServer", "INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.")
+    log.uvicorn("Shutting down")
+    log.uvicorn("Waiting for application shutdown.")
+    if traceback:
+        log.raw(tracebacks.stop_api())
+    await teardown()
+    log.uvicorn("Application shutdown complete.")
+    log.uvicorn(f"Finished server process [{log.pid}]")
 
 
 class Serving:

@@ -225,3 +225,47 @@ def store_recv_failed(local: str, addr: str, port: int) -> str:
             "Did the remote server shutdown or crash?",
         ]
     )
+
+
+def stop_api() -> str:
+    """What uvicorn prints when the app's lifespan task is cancelled during shutdown (fault
+    `traceback-on-stop` on the head): a traceback of a clean stop, exit code 0 all the same."""
+    pid = os.getpid()
+    return "\n".join(
+        [
+            f"(APIServer pid={pid}) ERROR:    Traceback (most recent call last):",
+            f'  File "{PKG}/starlette/routing.py", line 701, in lifespan',
+            "    await receive()",
+            f'  File "{PKG}/uvicorn/lifespan/on.py", line 137, in receive',
+            "    return await self.receive_queue.get()",
+            '  File "/usr/lib/python3.12/asyncio/queues.py", line 158, in get',
+            "    await getter",
+            "asyncio.exceptions.CancelledError",
+        ]
+    )
+
+
+def stop_worker() -> str:
+    """A worker's message queue failing to close at exit (fault `traceback-on-stop` on a worker or a
+    head that was not serving yet); exit code 0 all the same."""
+    return "\n".join(
+        [
+            "Exception ignored in: <function MessageQueue.__del__ at 0xffff8c2b4e00>",
+            _frames(
+                (
+                    "vllm/distributed/device_communicators/shm_broadcast.py",
+                    329,
+                    "__del__",
+                    "self.shutdown()",
+                ),
+                (
+                    "vllm/distributed/device_communicators/shm_broadcast.py",
+                    318,
+                    "shutdown",
+                    "self.local_socket.close(linger=0)",
+                ),
+                ("zmq/sugar/socket.py", 185, "close", "super().close(linger=linger)"),
+            ),
+            "zmq.error.ZMQError: Socket operation on non-socket",
+        ]
+    )

@@ -40,6 +40,10 @@ class VLog:
         stream.write(text if text.endswith("\n") else text + "\n")
         stream.flush()
 
+    def uvicorn(self, text: str) -> None:
+        """A line of uvicorn's own logger in the API server process: `(APIServer pid=N) INFO:     text`."""
+        self.raw(f"(APIServer pid={self.pid}) INFO:     {text}", err=False)
+
 
 def progress(label: str, done: int, total: int, elapsed: float) -> str:
     """A tqdm-like progress line as vLLM prints for checkpoint shards and CUDA graph capture."""
