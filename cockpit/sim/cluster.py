@@ -32,6 +32,7 @@ from cockpit.sim import layout
 from cockpit.sim.procs import alive, terminate
 
 DEMO_SPEED = 45.0          # a ~15 min boot shown in ~20 s
+DEMO_HANG_AFTER_S = 15.0   # [engine] hang_after_s of a simulated cluster (see cluster_toml)
 DEMO_DISK_BYTES = 512 << 20
 MANIFEST = "sim-cluster.json"
 
@@ -184,6 +185,13 @@ def cluster_toml(cluster_dir: Path, plans: list[HostPlan], hub: object, *, per_h
         "[ssh]",
         f"known_hosts = {_q(str(cluster_dir / 'known_hosts'))}",
         f"identity_file = {_q(str(cluster_dir / 'id_ed25519'))}",
+        "",
+        "# The simulated engine boots time-compressed but serves in real time (about 50 tok/s, a step every",
+        "# 44-77 ms; prefill chunks count in vllm:prompt_tokens_total as they go), so between two of the",
+        "# cockpit's /metrics probes (every 2 s) a healthy engine's counters always move. 90 s / speed would",
+        "# be a single probe interval; 15 s spans seven, and the `hang` fault is reported 15 s after it.",
+        "[engine]",
+        f"hang_after_s = {DEMO_HANG_AFTER_S:g}",
         "",
     ]
     for p in plans:
