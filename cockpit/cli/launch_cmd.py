@@ -115,6 +115,8 @@ def event_text(event: L.LaunchEvent, t0: float) -> str:
             lines.append(f"    container: {f.exit_reason}")
         lines.append(f"    remedy: {f.remedy}")
         return "\n".join(lines)
+    if isinstance(event, L.EngineChanged):
+        return f"engine {event.liveness.state}: {event.liveness.message}"
     if isinstance(event, L.RankStopped):
         return f"{stamp(event.at)} rank {event.rank} stopped: {event.detail}"
     if isinstance(event, L.RankUnknown):
@@ -201,10 +203,12 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
              {"event": "PreflightOverridden", "failures": len(fails)})
     for item in gate.replace:
         shown = "\n".join(f"    {c}" for c in item.commands)
-        _say(args, f"rank {item.rank}: replace: {item.reason}\n{shown}", {"event": "ReplacePlan", **item.to_dict()})
+        _say(args, f"rank {item.rank}: replace: {item.reason}\n{shown}",
+             {"event": "ReplacePlan", **item.to_dict()})
     if not gate.open:
         for b in gate.blockers:
-            _say(args, f"refused: {b.reason}\n    what to do: {b.remedy}", {"event": "Refused", **b.to_dict()})
+            _say(args, f"refused: {b.reason}\n    what to do: {b.remedy}",
+                 {"event": "Refused", **b.to_dict()})
         raise CliError("launch refused: " + gate.blockers[0].reason, EXIT_REFUSED)
     if args.dry_run:
         return 0
@@ -220,7 +224,8 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
             _say(args, f"rank {o.rank}: {'replaced' if o.ok else 'NOT replaced'}: {o.message}",
                  {"event": "Replaced", **o.to_dict()})
         if not all(o.ok for o in outcomes):
-            raise CliError("launch stopped: a stopped container could not be archived and removed (see above)")
+            raise CliError("launch stopped: a stopped container could not be archived and removed "
+                           "(see above)")
     t0 = time.time()
     launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=stuck_limits(args.phase_limit),
                           emit=lambda ev: _say(args, event_text(ev, t0), L.event_dict(ev)))
@@ -238,7 +243,8 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
         _say(args, f"timed out after {args.timeout:g} s: {verdict.summary}",
              {"event": "Result", "ok": False, "state": "timeout", "summary": verdict.summary})
         return 1
-    _say(args, f"result: {verdict.summary}" + (f"\n    what to do: {verdict.remedy}" if verdict.remedy else ""),
+    todo = f"\n    what to do: {verdict.remedy}" if verdict.remedy else ""
+    _say(args, f"result: {verdict.summary}{todo}",
          {"event": "Result", "ok": ok, "state": verdict.state, "summary": verdict.summary,
           "remedy": verdict.remedy})
     return 0 if ok else 1

@@ -31,6 +31,7 @@ from cockpit.recipe.timeline import (  # re-exported: the launch's model
     ApiChanged,
     ClusterTimeline,
     ClusterVerdict,
+    EngineChanged,
     Failure,
     HostChanged,
     LaunchEvent,
@@ -49,7 +50,8 @@ from cockpit.recipe.timeline import (  # re-exported: the launch's model
 from cockpit.recipe.watch import ClusterWatcher
 
 __all__ = ["CONTEXT_LINES", "DEFAULT_STUCK_LIMITS", "FAILURE_GRACE", "SECONDARY_GRACE", "ApiChanged",
-           "ClusterTimeline", "ClusterVerdict", "ContainerState", "Failure", "HostChanged", "LaunchEvent",
+           "ClusterTimeline", "ClusterVerdict", "ContainerState", "EngineChanged", "Failure", "HostChanged",
+           "LaunchEvent",
            "Owner", "PhaseEntered", "ProgressChanged", "RankFailed", "RankLaunched", "RankStopped",
            "RankTimeline", "RankUnknown", "VerdictChanged", "event_dict", "settled"]
 
@@ -122,8 +124,8 @@ class Blocker:
 
 def existing_container_blocker(rank: int, name: str, entry: dk.PsEntry) -> Blocker:
     if entry.state in ("running", "restarting", "paused"):
-        remedy = (f"stop it first (`r37-cockpit stop`, or `docker stop {name}` on that host if it was launched "
-                  "by hand); then relaunch with `r37-cockpit launch --replace-stopped`")
+        remedy = (f"stop it first (`r37-cockpit stop`, or `docker stop {name}` on that host if it was "
+                  "launched by hand); then relaunch with `r37-cockpit launch --replace-stopped`")
     else:
         remedy = ("relaunch with `r37-cockpit launch --replace-stopped`: it archives the log of each stopped "
                   "container this cockpit started, removes it (docker rm of that ID only) and launches; "
@@ -181,8 +183,8 @@ async def launch_gate(fleet: Fleet, cfg: ClusterConfig, *, preflight_failures: l
         blockers.append(Blocker(None, f"{len(preflight_failures)} preflight failure(s): "
                                       + "; ".join(preflight_failures[:3])
                                       + (" …" if len(preflight_failures) > 3 else ""),
-                                "fix them (pane 2 / `r37-cockpit preflight`), or override preflight to launch "
-                                "anyway (`--override-preflight`)"))
+                                "fix them (pane 2 / `r37-cockpit preflight`), or override preflight to "
+                                "launch anyway (`--override-preflight`)"))
     return Gate(blockers, replace, list(preflight_failures))
 
 
@@ -346,7 +348,7 @@ def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline) -
             "unknown" if tl.condition == "unknown" or not fleet[rank].status.connected else "none")
         ranks.append(RankStatus(rank, fleet[rank].target, fleet[rank].status.state.value, tl.container, owner,
                                 tl.phase, tl.progress, tl.failure, tl.condition))
-    live = timeline.liveness
+    live = timeline.engine_liveness()
     return StatusReport(ranks, timeline.api or NO_API, timeline.compute_verdict(),
                         live.state if live is not None else "unknown")
 

@@ -202,6 +202,22 @@ def match_phase(line: str, rank: int) -> Phase | None:
     return best
 
 
+# vLLM's periodic engine stats line (every 10 s while busy): throughputs and request counts.
+STATS_RULE = _re(r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: ([\d.]+) tokens/s, "
+                 r"Running: (\d+) reqs, Waiting: (\d+) reqs")
+
+
+def match_stats(line: str) -> tuple[float, float, int, int] | None:
+    """`(prompt tok/s, generation tok/s, running, waiting)` of an engine stats line."""
+    m = STATS_RULE.search(line)
+    if not m:
+        return None
+    try:
+        return float(m.group(1)), float(m.group(2)), int(m.group(3)), int(m.group(4))
+    except ValueError:
+        return None
+
+
 def match_progress(line: str) -> tuple[int, int] | None:
     """`(done, total)` of the checkpoint shard loader, if this line reports it."""
     m = PROGRESS_RULE.search(last_segment(line))

@@ -14,9 +14,10 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from cockpit.api import readiness
+from cockpit.api.liveness import GENERATION, PROMPT, RUNNING, EngineSample, HangTracker, Liveness
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.phases import (
     PHASE_INDEX,
@@ -28,14 +29,13 @@ from cockpit.recipe.phases import (
     match_failure,
     match_phase,
     match_progress,
+    match_stats,
     starts_traceback,
 )
 
-if TYPE_CHECKING:
-    from cockpit.api.liveness import Liveness
-
 STOP_SKEW = 2.0              # seconds of clock difference allowed between the admin box and a host
-CLEAN_EXIT_WINDOW = 30.0     # a clean exit (code 0): what it printed this long before exiting was its shutdown
+CLEAN_EXIT_WINDOW = 30.0     # a clean exit (code 0): what it printed this long before was its shutdown
+STATS_KEPT = 120             # engine stats lines kept per rank (20 minutes at vLLM's 10 s)
 FAILURE_GRACE = 3.0          # seconds after the first failure before the verdict is final (others' logs lag)
 CONTEXT_LINES = 400          # lines kept per rank for a failure's context (≥ 250 required)
 CAUSE_CONTEXT = 300          # lines shown before a cause line
@@ -109,6 +109,11 @@ class RankUnknown:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineChanged:
+    liveness: Liveness
+
+
+@dataclass(frozen=True, slots=True)
 class HostChanged:
     rank: int
     lost: bool
@@ -152,7 +157,7 @@ class VerdictChanged:
 
 
 LaunchEvent = (PhaseEntered | ProgressChanged | RankFailed | HostChanged | RankLaunched | ApiChanged
-               | VerdictChanged | RankStopped | RankUnknown)
+               | VerdictChanged | RankStopped | RankUnknown | EngineChanged)
 
 
 def event_dict(event: LaunchEvent) -> dict[str, Any]:
@@ -162,6 +167,8 @@ def event_dict(event: LaunchEvent) -> dict[str, Any]:
         return {"event": kind, **event.failure.to_dict()}
     if isinstance(event, ApiChanged):
         return {"event": kind, **event.readiness.to_dict()}
+    if isinstance(event, EngineChanged):
+        return {"event": kind, **event.liveness.to_dict()}
     if isinstance(event, VerdictChanged):
         return {"event": kind, **event.verdict.to_dict()}
     data = {k: getattr(event, k) for k in event.__dataclass_fields__}
@@ -200,6 +207,9 @@ class RankTimeline:
     stopped: bool = False                # exited after a stop: not a failure, whatever it printed meanwhile
     unknown: str = ""                    # why its container is not known (host lost during docker run)
     lines: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=CONTEXT_LINES))
+    # the engine's periodic stats lines: (host time, prompt tok/s, generation tok/s, running, waiting)
+    stats: deque[tuple[float, float, float, int, int]] = field(
+        default_factory=lambda: deque(maxlen=STATS_KEPT))
     _seq: int = 0
     _best_rule: FailureRule | None = None
     _tb_open: bool = False
@@ -288,6 +298,9 @@ class RankTimeline:
             events += self.enter(Phase.RUNNING, at)
         if not self._shutting_down(at):
             events += self._failures(text, at)
+        stats = match_stats(text)
+        if stats is not None:
+            self.stats.append((at, *stats))
         phase = match_phase(text, self.rank)
         if phase is not None:
             events += self.enter(phase, at)
@@ -425,11 +438,12 @@ class ClusterTimeline:
     """Every rank's timeline, the API and engine liveness, and the verdict over them: the live model of the
     cluster that the header, every pane and `status` render."""
 
-    def __init__(self, ranks: Iterable[int], *, grace: float = FAILURE_GRACE):
+    def __init__(self, ranks: Iterable[int], *, grace: float = FAILURE_GRACE, hang_after_s: float = 90.0):
         self.ranks: dict[int, RankTimeline] = {r: RankTimeline(r) for r in sorted(ranks)}
         self.api: readiness.ApiReadiness | None = None
         self.liveness: Liveness | None = None
-        self.grace = grace                     # a "down" verdict is published this long after the first failure
+        self.grace = grace                 # a "down" verdict is published this long after the first failure
+        self.hang_after_s = hang_after_s
         self._verdict = ClusterVerdict("idle", "nothing launched")
         self._failure_seen: float | None = None
 
@@ -441,14 +455,18 @@ class ClusterTimeline:
         return self._verdict
 
     def reset_rank(self, rank: int) -> RankTimeline:
-        """A new container on that rank (a relaunch): its timeline starts again."""
+        """A new container on that rank (a relaunch): its timeline starts again (the head's: the API's and
+        the engine's too)."""
         self.ranks[rank] = RankTimeline(rank)
+        if rank == min(self.ranks):
+            self.api, self.liveness = None, None
         return self.ranks[rank]
 
     def compute_verdict(self) -> ClusterVerdict:
         """The cluster's state from its ranks, the API and the engine's liveness (pure; see `settle`)."""
         ts = self.ranks
-        failed = sorted((t.failure.secondary, t.failure.at, r) for r, t in ts.items() if t.failure is not None)
+        failed = sorted((t.failure.secondary, t.failure.at, r) for r, t in ts.items()
+                        if t.failure is not None)
         if failed:
             first = failed[0][2]
             f = ts[first].failure
@@ -487,7 +505,7 @@ class ClusterTimeline:
                                   "relaunch with `r37-cockpit launch --replace-stopped` (archives each "
                                   "rank's log, then removes its stopped container)")
         if ts and ts[min(ts)].ready:
-            live = self.liveness
+            live = self.engine_liveness()
             if live is not None and live.state == "hung":
                 return ClusterVerdict("hung", f"engine HUNG: {live.message}", None, live.remedy)
             return ClusterVerdict("ready", "cluster READY: API answers /health and lists the model")
@@ -520,8 +538,32 @@ class ClusterTimeline:
         return events
 
     def mark_liveness(self, live: Liveness) -> list[LaunchEvent]:
-        self.liveness = live
-        return []
+        """A /metrics judgement (the watcher's HangTracker): an EngineChanged event when its state moves."""
+        old, self.liveness = self.liveness, live
+        return [EngineChanged(live)] if old is None or old.state != live.state else []
+
+    def log_liveness(self) -> Liveness | None:
+        """The same hang rule over the head's stats lines (host clock): what a one-off look can tell."""
+        stats = list(self.ranks[min(self.ranks)].stats)
+        if not stats:
+            return None
+        tracker = HangTracker(self.hang_after_s)
+        prompt = gen = 0.0
+        live = None
+        prev_at = stats[0][0]
+        for at, p_tps, g_tps, running, waiting in stats:
+            dt = max(0.0, at - prev_at)
+            prompt, gen, prev_at = prompt + p_tps * dt, gen + g_tps * dt, at
+            live = tracker.feed(EngineSample(running, waiting, gen, prompt, None, at,
+                                             frozenset({RUNNING, GENERATION, PROMPT})))
+        return live
+
+    def engine_liveness(self) -> Liveness | None:
+        """Hung if either the /metrics series or the head's log says so; else the /metrics judgement."""
+        logged = self.log_liveness()
+        if logged is not None and logged.state == "hung":
+            return logged
+        return self.liveness or logged
 
     def mark_api(self, ready: readiness.ApiReadiness, at: float) -> list[LaunchEvent]:
         """Feed a readiness probe: ready turns the head, then every waiting worker, READY."""

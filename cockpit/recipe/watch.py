@@ -55,7 +55,7 @@ class ClusterWatcher:
         self.api_url = api_url
         self.limits = DEFAULT_STUCK_LIMITS if stuck_limits is None else stuck_limits
         self.probe_api = probe_api
-        self.timeline = ClusterTimeline(cfg.ranks)
+        self.timeline = ClusterTimeline(cfg.ranks, hang_after_s=cfg.engine.hang_after_s)
         self.changed = asyncio.Event()
         self.hang = HangTracker(cfg.engine.hang_after_s)
         self._listeners: list[Listener] = []
@@ -126,7 +126,7 @@ class ClusterWatcher:
         self._seen.pop(rank, None)
         self._tail_read.discard(rank)
         self._points.pop(rank, None)
-        return self.timeline.reset_rank(rank)
+        return self._reset(rank)
 
     def apply(self, events: list[LaunchEvent]) -> None:
         for event in self.timeline.settle(events):
@@ -166,7 +166,7 @@ class ClusterWatcher:
         if state is None:
             if tl.container is not None:                       # removed: the rank has nothing now
                 self._stop_follower(rank)
-                self.timeline.reset_rank(rank)
+                self._reset(rank)
                 self.apply([])
             elif previous == "?":
                 self.apply([])
@@ -175,7 +175,7 @@ class ClusterWatcher:
             self._stop_follower(rank)                          # another container of that name: relaunched
             self._points.pop(rank, None)
             self._tail_read.discard(rank)
-            tl = self.timeline.reset_rank(rank)
+            tl = self._reset(rank)
         tl.owner = self._owner(rank, state)
         rec = self.ledger.records().get(rank)
         if rec is not None and rec.container_id == state.id and rec.stop_requested_at is not None:
@@ -211,6 +211,11 @@ class ClusterWatcher:
         async for item in logs.follow(host, state.id, follow=True, point=point):
             if isinstance(item, logs.LogLine):
                 self.apply(tl.feed_line(item.text, item.ts / 1e9))
+
+    def _reset(self, rank: int) -> RankTimeline:
+        if rank == min(self.cfg.ranks):
+            self.hang = HangTracker(self.cfg.engine.hang_after_s)   # a new engine: a new series
+        return self.timeline.reset_rank(rank)
 
     def _stop_follower(self, rank: int) -> None:
         task = self._followers.pop(rank, None)

@@ -17,11 +17,14 @@ from textual.widgets import Footer, TabbedContent, TabPane
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostStatus
 from cockpit.tui import uistate
+from cockpit.tui.confirm import ConfirmQuit
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.header import ClusterHeader
 from cockpit.tui.keys import KeyMapScreen
-from cockpit.tui.messages import HostStatusChanged
+from cockpit.tui.messages import ClusterChanged, HostStatusChanged
 from cockpit.tui.panes.hosts import HostsPane
+from cockpit.tui.panes.launch import LaunchPane
+from cockpit.tui.panes.setup import SetupPane
 
 # id, tab title, "module:Class". A pane module that is not there (yet) is simply not shown.
 PANE_REGISTRY: list[tuple[str, str, str]] = [
@@ -73,7 +76,6 @@ class CockpitApp(App[None]):
         self.connect = connect
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
-        self._api_label: tuple[str, str] | None = None
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="cluster-header")
@@ -85,12 +87,12 @@ class CockpitApp(App[None]):
 
     def on_mount(self) -> None:
         self._apply_ui_settings()
-        for key in ("api", "api.endpoint"):
-            self.ctx.watch(key, self._api_changed)
         self._refresh_header()
         if self.connect:
             self.fleet.subscribe(lambda status: self.post_message(HostStatusChanged(status)))
             self.fleet.start()
+            self.ctx.watcher.subscribe(lambda event: self.post_message(ClusterChanged(event)))
+            self.ctx.watcher.start()
         self.set_interval(1.0, self._tick)
         self.call_after_refresh(self._freeze_startup_objects)
 
@@ -101,7 +103,33 @@ class CockpitApp(App[None]):
         gc.freeze()
 
     async def on_unmount(self) -> None:
+        await self.ctx.watcher.close()
         await self.fleet.close()
+
+    def on_cluster_changed(self, message: ClusterChanged) -> None:
+        """The live model changed: the header and the launch pane render it again."""
+        panes = self.query(LaunchPane)
+        if not panes:
+            return
+        panes.first().apply(message.event)  # type: ignore[arg-type]
+        self._refresh_header()
+
+    def busy(self) -> str:
+        """What would be cut short by quitting now ("" when nothing is)."""
+        launch = self.query(LaunchPane)
+        if launch and launch.first().launching:
+            return "a launch is in progress (its containers keep booting on the hosts)"
+        setup = self.query(SetupPane)
+        if setup and setup.first().running:
+            return "a setup job is running (quitting cancels its remote commands)"
+        return ""
+
+    async def action_quit(self) -> None:
+        why = self.busy()
+        if not why:
+            self.exit()
+            return
+        self.push_screen(ConfirmQuit(why), lambda yes: self.exit() if yes else None)
 
     def on_host_status_changed(self, message: HostStatusChanged) -> None:
         self.show_status(message.status)
@@ -122,6 +150,7 @@ class CockpitApp(App[None]):
         for status in pane.statuses:
             if not status.connected:
                 pane.update_status(status)  # ages of non-connected states move on
+        self._refresh_header()
 
     def _apply_ui_settings(self) -> None:
         """[ui] keymap and theme from cluster.toml; a theme picked at run time is remembered per user."""
@@ -134,22 +163,9 @@ class CockpitApp(App[None]):
             self.notify(f"unknown theme {theme!r}; keeping {self.theme}", severity="warning")
         self.theme_changed_signal.subscribe(self, lambda t: uistate.save({"theme": t.name}))
 
-    def _api_changed(self, value: object) -> None:
-        """The launch pane (ApiReadiness) and the chat pane (EndpointStatus) both report the API."""
-        ready = getattr(value, "ready", None)
-        state = getattr(value, "health", None) or getattr(value, "state", None)
-        if ready is True or (ready is None and state == "ready"):
-            self._api_label = ("API ready", "bold green")
-        elif state == "engine_dead":
-            self._api_label = ("API: engine dead", "bold red")
-        else:  # booting, tunnel down, refused: one label, so two panes' probes never make it flicker
-            self._api_label = ("API not ready", "yellow")
-        self._refresh_header()
-
     def _refresh_header(self) -> None:
-        extra = [self._api_label] if self._api_label else []
         self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses,
-                                           extra)  # type: ignore[arg-type]
+                                           self.ctx.watcher.timeline)
 
     def action_show_pane(self, pane_id: str) -> None:
         self.query_one(TabbedContent).active = pane_id

@@ -89,3 +89,29 @@ class ConfirmCommands(ModalScreen[ConfirmResult | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ConfirmQuit(ModalScreen[bool]):
+    """Quit while something is in progress? `y` quits, Esc or `n` stays."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Quit", id="quit.yes"),
+        Binding("escape,n", "answer(False)", "Stay", id="quit.no"),
+    ]
+    DEFAULT_CSS = """
+    ConfirmQuit { align: center middle; }
+    ConfirmQuit > Vertical { width: 70%; height: auto; border: thick $warning; background: $surface;
+                             padding: 0 1; }
+    """
+
+    def __init__(self, why: str):
+        super().__init__()
+        self.why = why
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(f"Quit now? {self.why}.", style="bold"), markup=False)
+            yield Static(Text("y quit · Esc / n stay"), markup=False)
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

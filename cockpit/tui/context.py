@@ -1,14 +1,35 @@
-"""What every pane gets: the config, the fleet, and a small store of facts panes share."""
+"""What every pane gets: the config, the fleet, the live model of the cluster, and the last preflight."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
+from cockpit.recipe.checks import CheckResult, Verdict
+from cockpit.recipe.watch import ClusterWatcher
+
+PREFLIGHT_FRESH_S = 300.0     # a launch re-runs preflight when its last result is older than this
+
+
+@dataclass(frozen=True)
+class PreflightSummary:
+    """The latest preflight run of this cockpit: what the launch gate reads."""
+
+    running: bool
+    results: tuple[CheckResult, ...]
+    at: float
+
+    @property
+    def failed(self) -> tuple[tuple[str, int], ...]:
+        return tuple((r.check, r.rank) for r in self.results if r.verdict is Verdict.FAIL)
+
+    @property
+    def ok(self) -> bool:
+        return not self.running and bool(self.results) and not self.failed
 
 
 @dataclass
@@ -18,14 +39,24 @@ class CockpitContext:
     fleet: Fleet
     api_url: str | None = None          # --api-url: an authenticated gateway instead of the SSH tunnel
     read_only: bool = False             # hides every host-changing action
-    facts: dict[str, Any] = field(default_factory=dict)
-    _watchers: dict[str, list[Callable[[Any], None]]] = field(default_factory=dict)
+    watcher: ClusterWatcher = field(init=False)
+    preflight: PreflightSummary | None = None
+    setup_finished_at: float | None = None   # the last setup job's end: a preflight before it is stale
 
-    def publish(self, key: str, value: Any) -> None:
-        """Share a fact (e.g. the latest preflight verdict) with every pane that watches it."""
-        self.facts[key] = value
-        for fn in list(self._watchers.get(key, [])):
-            fn(value)
+    def __post_init__(self) -> None:
+        self.watcher = ClusterWatcher(self.fleet, self.config, api_url=self.api_url)
 
-    def watch(self, key: str, fn: Callable[[Any], None]) -> None:
-        self._watchers.setdefault(key, []).append(fn)
+    def set_preflight(self, results: Sequence[CheckResult], *, running: bool) -> None:
+        self.preflight = PreflightSummary(running, tuple(results), time.time())
+
+    def setup_finished(self) -> None:
+        self.setup_finished_at = time.time()
+
+    def preflight_stale(self, now: float | None = None) -> bool:
+        """No preflight, or one older than the last setup job or than PREFLIGHT_FRESH_S."""
+        p = self.preflight
+        if p is None or p.running:
+            return p is None
+        now = time.time() if now is None else now
+        return (now - p.at > PREFLIGHT_FRESH_S
+                or (self.setup_finished_at is not None and self.setup_finished_at >= p.at))

@@ -12,3 +12,10 @@ from cockpit.hosts.state import HostStatus
 @dataclass
 class HostStatusChanged(Message):
     status: HostStatus
+
+
+@dataclass
+class ClusterChanged(Message):
+    """The live model of the cluster changed (`event` says how)."""
+
+    event: object

@@ -111,7 +111,8 @@ async def test_full_launch_all_phases_refused_relaunch_and_head_first_stop(fresh
         assert seen == [p.value for p in expected], (rank, seen)
     progress = [e["done"] for e in events if e["event"] == "ProgressChanged" and e["rank"] == 0]
     assert progress[-1] == 48 and progress == sorted(progress)
-    assert events[-1] == {"event": "Result", "ok": True, "state": "ready", "summary": events[-1]["summary"]}
+    assert events[-1] == {"event": "Result", "ok": True, "state": "ready", "summary": events[-1]["summary"],
+                          "remedy": ""}
 
     status = cli(fresh_demo_cluster, "status", "--json")
     assert status.returncode == 0, status.stdout + status.stderr
@@ -122,7 +123,7 @@ async def test_full_launch_all_phases_refused_relaunch_and_head_first_stop(fresh
 
     again = cli(fresh_demo_cluster, "launch", "--yes")
     assert again.returncode == 3
-    assert "still has a container named ds41_r37" in again.stdout and "never removes" in again.stdout
+    assert "still has a container named ds41_r37" in again.stdout and "stop it first" in again.stdout
 
     stop = cli(fresh_demo_cluster, "stop", "--yes", "--json")
     assert stop.returncode == 0, stop.stdout + stop.stderr
@@ -138,6 +139,38 @@ async def test_full_launch_all_phases_refused_relaunch_and_head_first_stop(fresh
             finished[rank] = state.finished_at
     assert all(finished[0] <= finished[r] for r in (1, 2, 3)), finished
     assert "docker rm" not in (stop.stdout + res.stdout)
+
+    # a stop is a stop: not a crash, whatever the ranks printed while shutting down
+    stopped = cli(fresh_demo_cluster, "status", "--json")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    report = json.loads(stopped.stdout)
+    assert report["verdict"]["state"] == "stopped", report["verdict"]
+    assert [r["condition"] for r in report["ranks"]] == ["stopped"] * 4
+    assert all(r["failure"] is None for r in report["ranks"])
+    refused = cli(fresh_demo_cluster, "launch", "--yes")
+    assert refused.returncode == 3 and "--replace-stopped" in refused.stdout
+
+    # relaunch from the cockpit: logs archived first, then only those containers removed
+    dry2 = cli(fresh_demo_cluster, "launch", "--replace-stopped", "--dry-run", "--json")
+    assert dry2.returncode == 0, dry2.stdout + dry2.stderr
+    plan = [json.loads(line) for line in dry2.stdout.splitlines()]
+    plan = [e for e in plan if e["event"] == "ReplacePlan"]
+    assert [e["rank"] for e in plan] == [0, 1, 2, 3]
+    assert all(e["commands"] == [f"docker logs -t {e['container_id']}", f"docker rm {e['container_id']}"]
+               for e in plan)
+    old_ids = {e["rank"]: e["container_id"] for e in plan}
+    relaunch = cli(fresh_demo_cluster, "launch", "--yes", "--replace-stopped", "--json")
+    assert relaunch.returncode == 0, relaunch.stdout[-3000:] + relaunch.stderr
+    events = [json.loads(line) for line in relaunch.stdout.splitlines()]
+    replaced = [e for e in events if e["event"] == "Replaced"]
+    assert [e["rank"] for e in replaced] == [0, 1, 2, 3] and all(e["ok"] for e in replaced)
+    for e in replaced:
+        text = Path(e["archive_path"]).read_text()
+        assert "Application shutdown complete" in text or e["rank"] != 0
+        assert e["archived_lines"] == len(text.splitlines()) > 20
+    assert events[-1]["state"] == "ready"
+    new_ids = {e["rank"]: e["container_id"] for e in events if e["event"] == "RankLaunched"}
+    assert not set(new_ids.values()) & set(old_ids.values())
 
 
 async def test_nccl_timeout_turns_that_rank_red_first(fresh_demo_cluster) -> None:

@@ -56,6 +56,7 @@ def app_with(fixed_config, setup) -> tuple[CockpitApp, object]:  # type: ignore[
         await pilot.pause()
         pane = app.query_one(LaunchPane)
         pane.clock = lambda: T0 + 120
+        pane.timeline.grace = 0       # publish a "down" verdict at once (no wall-clock wait)
         pane.show_dry_run(dry_runs(fixed_config), [])
         setup(pane)
         pane.refresh_view()

@@ -1,9 +1,13 @@
-"""Launch pane: per-rank dry-run commands, staged launch after confirmation, live timeline, stop.
+"""Launch pane: the live model of the cluster, per-rank dry runs, staged launch, relaunch, stop.
 
-Keys: `d` dry run (also checks for existing containers), `l` launch (ranks N-1 … 1, then 0, after the
-ConfirmCommands dialog; refused while preflight has failures unless the operator ticks the override),
-`s` stop (head first, only containers this cockpit started), `r` read the cluster's status (read-only,
-works for a cluster launched by hand). All host work runs in workers; results come back as messages.
+It renders the app's one `ClusterWatcher` model (`ctx.watcher.timeline`): opened on a running cluster
+it shows it as it is, and a stop or a relaunch made anywhere (another cockpit, by hand) shows within
+about a second. Keys: `d` dry run (and the launch gate), `l` launch (ranks N-1 … 1, then 0, after the
+ConfirmCommands dialog; refused while the gate is closed unless the operator ticks the preflight
+override), `R` relaunch (archive the logs of the stopped containers this cockpit started, remove them,
+launch), `s` stop (head first, only containers this cockpit started), `r` look again now. A launch or
+stop holds the cluster lock on rank 0's host. All host work runs in workers; results come back as
+messages.
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -23,6 +26,9 @@ from textual.widgets import Log, Static
 
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.lock import ClusterLock, LockError
+from cockpit.recipe.preflight import preflight_results
+from cockpit.recipe.replace import ReplaceItem, execute_replace
 from cockpit.recipe.stop import StopItem, execute_stop, plan_stop
 from cockpit.tui.confirm import ConfirmCommands, ConfirmResult
 from cockpit.tui.context import CockpitContext
@@ -31,23 +37,22 @@ from cockpit.tui.widgets.timeline import TimelineView
 CONTEXT_SHOWN = 400
 
 VERDICT_STYLE = {"idle": "dim", "launching": "yellow", "ready": "bold green", "down": "bold white on red",
-                 "host-lost": "bold red"}
-
-
-@dataclass
-class LaunchEventMsg(Message):
-    event: L.LaunchEvent
+                 "host-lost": "bold red", "unknown": "bold red", "hung": "bold white on red",
+                 "stopped": "bold"}
 
 
 @dataclass
 class DryRunDone(Message):
     runs: dict[int, L.DryRun]
-    blockers: list[L.Blocker]
+    gate: L.Gate
 
 
 @dataclass
-class StatusDone(Message):
-    report: L.StatusReport
+class GateChecked(Message):
+    """The launch gate's answer for a launch (`replace`: a relaunch) the operator asked for."""
+
+    gate: L.Gate
+    replace: bool
 
 
 @dataclass
@@ -61,28 +66,15 @@ class Notice(Message):
     style: str = ""
 
 
-def preflight_problems(value: Any) -> list[str]:
-    """Why the published preflight verdict does not allow a launch (empty list: it does)."""
-    if value is None:
-        return ["preflight has not run yet (pane 2)"]
-    if getattr(value, "running", False):
-        return ["preflight is still running"]
-    failed = list(getattr(value, "failed", ()) or ())
-    if failed:
-        return [f"preflight check {check} failed on rank {rank}" for check, rank in failed]
-    if not getattr(value, "ok", False):
-        return ["preflight did not pass"]
-    return []
-
-
 class LaunchPane(Vertical, can_focus=True):
-    """Dry-run commands, the timeline, the cluster verdict and the first failure's cause and context."""
+    """The cluster's verdict, dry-run commands, the timeline, and the first failure's cause and context."""
 
     BINDINGS = [
         Binding("d", "dry_run", "Dry run", id="launch.dry_run"),
         Binding("l", "launch", "Launch", id="launch.start"),
+        Binding("R", "relaunch", "Relaunch", id="launch.relaunch"),
         Binding("s", "stop", "Stop", id="launch.stop"),
-        Binding("r", "status", "Status", id="launch.status"),
+        Binding("r", "status", "Look again", id="launch.status"),
     ]
     DEFAULT_CSS = """
     LaunchPane #launch-verdict { height: auto; padding: 0 1; }
@@ -96,12 +88,20 @@ class LaunchPane(Vertical, can_focus=True):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.ctx = ctx
         self.cfg = ctx.config
-        self.timeline = L.ClusterTimeline(self.cfg.ranks)
         self.dry: dict[int, L.DryRun] = {}
-        self.blockers: list[L.Blocker] = []
+        self.gate: L.Gate | None = None
         self.clock: Callable[[], float] = time.time
         self.launching = False
         self._shown_failure: L.Failure | None = None
+
+    @property
+    def timeline(self) -> L.ClusterTimeline:
+        """The live model (the app's watcher keeps it; this pane only renders it)."""
+        return self.ctx.watcher.timeline
+
+    @property
+    def blockers(self) -> list[L.Blocker]:
+        return self.gate.blockers if self.gate is not None else []
 
     def compose(self) -> ComposeResult:
         yield Static(id="launch-verdict", markup=False)
@@ -124,7 +124,7 @@ class LaunchPane(Vertical, can_focus=True):
             self.focus()
 
     def _tick(self) -> None:
-        if any(t.spans and not (t.ready or t.failed) for t in self.timeline.ranks.values()):
+        if self.is_on_screen:
             self.refresh_view()
 
     # ---- rendering ----------------------------------------------------------------------------------
@@ -132,20 +132,31 @@ class LaunchPane(Vertical, can_focus=True):
     def refresh_view(self) -> None:
         now = self.clock()
         v = self.timeline.verdict
-        self.query_one("#launch-verdict", Static).update(
-            Text.assemble(("cluster: ", "bold"), (v.summary, VERDICT_STYLE.get(v.state, ""))))
+        verdict = Text.assemble(("cluster: ", "bold"), (v.summary, VERDICT_STYLE.get(v.state, "")))
+        if v.remedy and v.state not in ("ready", "launching", "idle"):
+            verdict.append(f"\n  what to do: {v.remedy}", style="yellow")
+        self.query_one("#launch-verdict", Static).update(verdict)
         self.query_one("#launch-commands", Static).update(self._commands_text())
         targets = {r: self.ctx.config.host(r).ssh for r in self.cfg.ranks}
         self.query_one(TimelineView).show(self.timeline, now, targets)
         self._show_failure()
 
+    def _key(self, action: str) -> str:
+        """The key bound to this pane's action now (the keymap may have changed it)."""
+        for binding in self.BINDINGS:
+            if isinstance(binding, Binding) and binding.action == action:
+                return self.app.get_key_display(binding)
+        return "?"
+
     def _commands_text(self) -> Text:
         text = Text()
         if not self.dry:
-            text.append("d: dry-run every rank (shows the exact command each host will run)  ·  "
-                        "l: launch ranks ", style="dim")
+            k = self._key
+            text.append(f"{k('dry_run')}: dry-run every rank (the exact command each host will run)  ·  "
+                        f"{k('launch')}: launch ranks ", style="dim")
             text.append(" → ".join(str(r) for r in L.launch_order(self.cfg.ranks)), style="dim")
-            text.append("  ·  s: stop (head first)  ·  r: status", style="dim")
+            text.append(f"  ·  {k('relaunch')}: relaunch over stopped containers  ·  {k('stop')}: stop "
+                        f"(head first)  ·  {k('status')}: look again", style="dim")
             return text
         for rank in L.launch_order(self.dry):
             d = self.dry[rank]
@@ -181,108 +192,140 @@ class LaunchPane(Vertical, can_focus=True):
             log.display = True
             self._shown_failure = failure
 
-    # ---- applying events ------------------------------------------------------------------------------
+    # ---- the model changed ---------------------------------------------------------------------------
 
     def apply(self, event: L.LaunchEvent) -> None:
-        """Feed one launch event (from the launcher, or a snapshot test) into the view's model."""
-        if isinstance(event, L.ApiChanged):
-            self.ctx.publish("api", event.readiness)
+        """One event of the live model (the watcher's, or a snapshot test's): redraw."""
+        if isinstance(event, L.VerdictChanged) and event.verdict.state in ("ready", "down", "stopped"):
+            self.query_one("#launch-notice", Static).update("")   # "launching …" is over
         self.refresh_view()
 
-    def on_launch_event_msg(self, message: LaunchEventMsg) -> None:
-        self.apply(message.event)
-
     def show_dry_run(self, runs: dict[int, L.DryRun], blockers: list[L.Blocker]) -> None:
-        self.dry, self.blockers = runs, blockers
+        self.dry, self.gate = runs, L.Gate(blockers, [], [])
         self.refresh_view()
 
     def on_dry_run_done(self, message: DryRunDone) -> None:
-        self.show_dry_run(message.runs, message.blockers)
+        self.dry, self.gate = message.runs, message.gate
+        self.refresh_view()
 
     def on_notice(self, message: Notice) -> None:
         self.query_one("#launch-notice", Static).update(Text(message.text, style=message.style))
 
-    def on_status_done(self, message: StatusDone) -> None:
-        report = message.report
-        fresh = L.ClusterTimeline(self.cfg.ranks)
-        for r in report.ranks:
-            tl = fresh[r.rank]
-            if r.container is not None:
-                tl.launched(r.container.started_at or self.clock(), r.container.id)
-                tl.enter(r.phase, self.clock())
-                tl.progress = r.progress
-                tl.failure = r.failure
-        self.timeline = fresh
-        self.timeline.settle([])
-        self.ctx.publish("api", report.api)
-        owners = ", ".join(f"rank {r.rank}: {r.owner}" for r in report.ranks if r.container is not None)
-        self.post_message(Notice(f"status (read-only) — API: {report.api.message}"
-                                 + (f" — started by: {owners}" if owners else ""), "dim"))
-        self.refresh_view()
+    def note(self, text: str, style: str = "") -> None:
+        self.post_message(Notice(text, style))
 
     # ---- actions ----------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (self.ctx.read_only and action in ("launch", "stop"))
+        return not (self.ctx.read_only and action in ("launch", "relaunch", "stop"))
 
     def action_dry_run(self) -> None:
-        self.post_message(Notice("dry run on every rank …", "yellow"))
+        self.note("dry run on every rank …", "yellow")
         self._dry_run_worker()
 
     @work(exclusive=True, group="launch-dry", exit_on_error=False)
     async def _dry_run_worker(self) -> None:
         runs = await L.dry_run(self.ctx.fleet, self.cfg)
-        blockers = await L.launch_blockers(self.ctx.fleet, self.cfg)
-        self.post_message(DryRunDone(runs, blockers))
-        self.post_message(Notice("dry run done" if all(d.ok for d in runs.values()) and not blockers
-                                 else "dry run: see the problems above", "dim"))
+        gate = await self._gate(replace=False, fresh_preflight=False)
+        self.post_message(DryRunDone(runs, gate))
+        self.note("dry run done" if all(d.ok for d in runs.values()) and gate.open
+                  else "dry run: see the problems above", "dim")
+
+    async def _gate(self, *, replace: bool, fresh_preflight: bool) -> L.Gate:
+        """The launch gate (the CLI's function), with this cockpit's preflight: re-run when stale."""
+        failures = await self._preflight_failures(rerun=fresh_preflight)
+        return await L.launch_gate(self.ctx.fleet, self.cfg, preflight_failures=failures,
+                                   replace_stopped=replace, ledger=Ledger(self.cfg))
+
+    async def _preflight_failures(self, *, rerun: bool) -> list[str]:
+        summary = self.ctx.preflight
+        if rerun and self.ctx.preflight_stale():
+            self.note("the last preflight is older than a setup job or a few minutes: running it again …",
+                      "yellow")
+            final = await preflight_results(self.ctx.fleet, self.cfg)
+            self.ctx.set_preflight(final.results, running=False)
+            summary = self.ctx.preflight
+        if summary is None:
+            return ["preflight has not run yet (pane 2)"]
+        return L.preflight_failures(summary.results)
 
     def action_launch(self) -> None:
+        self._ask_gate(replace=False)
+
+    def action_relaunch(self) -> None:
+        self._ask_gate(replace=True)
+
+    def _ask_gate(self, *, replace: bool) -> None:
         if self.launching:
-            self.post_message(Notice("a launch is already being followed", "yellow"))
+            self.note("a launch is in progress", "yellow")
             return
         if not self.dry or not all(d.ok for d in self.dry.values()):
-            self.post_message(Notice("run the dry run first (d): every rank's command must be shown and work",
-                                     "bold red"))
+            self.note(f"run the dry run first ({self._key('dry_run')}): every rank's command must be shown "
+                      "and work", "bold red")
             return
-        if self.blockers:
-            self.post_message(Notice(f"launch refused: {self.blockers[0].reason} — {self.blockers[0].remedy}",
-                                     "bold red"))
+        self.note("checking the launch gate (hosts, containers, preflight) …", "yellow")
+        self._gate_worker(replace)
+
+    @work(exclusive=True, group="launch-gate", exit_on_error=False)
+    async def _gate_worker(self, replace: bool) -> None:
+        self.post_message(GateChecked(await self._gate(replace=replace, fresh_preflight=True), replace))
+
+    def on_gate_checked(self, message: GateChecked) -> None:
+        gate = message.gate
+        self.gate = gate
+        self.refresh_view()
+        hard = [b for b in gate.blockers if b.rank is not None or not gate.preflight_failures]
+        if hard:
+            self.note(f"launch refused: {hard[0].reason} — {hard[0].remedy}", "bold red")
             return
-        problems = preflight_problems(self.ctx.facts.get("preflight"))
-        commands = [(f"rank {r} ({self.ctx.fleet[r].target})" + (" — head, last" if r == 0 else ""),
-                     self.dry[r].launch_command) for r in L.launch_order(self.cfg.ranks)]
+        commands: list[tuple[str, str]] = []
+        for item in gate.replace:
+            commands += [(f"rank {item.rank} ({self.ctx.fleet[item.rank].target}) — archive its log, then "
+                          "remove", line) for line in item.commands]
+        commands += [(f"rank {r} ({self.ctx.fleet[r].target})" + (" — head, last" if r == 0 else ""),
+                      self.dry[r].launch_command) for r in L.launch_order(self.cfg.ranks)]
+        problems = gate.preflight_failures
         note = ("launch refused while preflight is not clean: " + "; ".join(problems[:4])
                 + (" …" if len(problems) > 4 else "")) if problems else ""
-        screen = ConfirmCommands("Launch the cluster in this order (one command per host)?", commands,
-                                 note=note, override_label="launch anyway: override preflight failures"
+        title = ("Archive and remove these stopped containers, then launch in this order?" if gate.replace
+                 else "Launch the cluster in this order (one command per host)?")
+        screen = ConfirmCommands(title, commands, note=note,
+                                 override_label="launch anyway: override preflight failures"
                                  if problems else None)
-        self.app.push_screen(screen, self._launch_confirmed)
+        self.app.push_screen(screen, lambda r: self._launch_confirmed(r, gate.replace))
 
-    def _launch_confirmed(self, result: ConfirmResult | None) -> None:
+    def _launch_confirmed(self, result: ConfirmResult | None, replace: list[ReplaceItem]) -> None:
         if result is None:
-            self.post_message(Notice("launch cancelled", "dim"))
+            self.note("launch cancelled", "dim")
             return
         self.launching = True
-        self.timeline = L.ClusterTimeline(self.cfg.ranks)
-        self._launch_worker(result.override)
+        self._launch_worker(result.override, replace)
 
     @work(exclusive=True, group="launch", exit_on_error=False)
-    async def _launch_worker(self, overridden: bool) -> None:
+    async def _launch_worker(self, overridden: bool, replace: list[ReplaceItem]) -> None:
         why = " (preflight overridden by the operator)" if overridden else ""
-        self.post_message(Notice(f"launching{why}", "yellow"))
-        launcher = L.Launcher(self.ctx.fleet, self.cfg, emit=lambda ev: self.post_message(LaunchEventMsg(ev)),
-                              api_url=self.ctx.api_url)
-        self.timeline = launcher.timeline
+        ledger = Ledger(self.cfg)
         try:
-            await launcher.launch()
-            await launcher.run_until(lambda _t: False)   # keep following: a crash after ready turns red too
+            async with ClusterLock(self.ctx.fleet, self.cfg, "launch") as lock:
+                if lock.warning:
+                    self.notify(lock.warning, severity="warning")
+                if replace:
+                    self.note("archiving logs and removing the stopped containers …", "yellow")
+                    outcomes = await execute_replace(self.ctx.fleet, self.cfg, replace, ledger)
+                    bad = [o for o in outcomes if not o.ok]
+                    if bad:
+                        self.note(f"relaunch stopped: rank {bad[0].rank}: {bad[0].message}", "bold red")
+                        return
+                self.note(f"launching{why}", "yellow")
+                launcher = L.Launcher(self.ctx.fleet, self.cfg, ledger=ledger, watcher=self.ctx.watcher)
+                await launcher.launch()
+        except LockError as exc:
+            self.note(f"launch {exc}", "bold red")
         finally:
-            await launcher.close()
             self.launching = False
 
     def action_stop(self) -> None:
-        self.post_message(Notice("planning stop …", "yellow"))
+        self.note("planning stop …", "yellow")
         self._plan_stop_worker()
 
     @work(exclusive=True, group="launch-stop", exit_on_error=False)
@@ -292,11 +335,16 @@ class LaunchPane(Vertical, can_focus=True):
 
     def on_stop_planned(self, message: StopPlanned) -> None:
         todo = [i for i in message.plan if i.action == "stop"]
-        skipped = "; ".join(f"rank {i.rank}: {i.reason}" for i in message.plan if i.action == "skip")
+        lost = [i for i in message.plan if i.action == "unreachable"]
+        skipped = "; ".join(f"rank {i.rank}: {i.reason}" for i in message.plan if i.action != "stop")
         if not todo:
-            self.post_message(Notice("nothing to stop: no running container started by this cockpit "
-                                     "(a cluster launched by hand is never stopped here)"
-                                     + (f" — {skipped}" if skipped else ""), "yellow"))
+            self.note(("cannot stop: " if lost else "nothing to stop: no running container started by this "
+                       "cockpit (a cluster launched by hand is never stopped here)")
+                      + (f" — {skipped}" if skipped else ""), "bold red" if lost else "yellow")
+            return
+        if any(i.rank == 0 for i in lost):
+            self.note(f"rank 0 NOT stopped: {lost[0].reason}; the workers are left running until the head "
+                      "answers (`r37-cockpit stop --force` stops them anyway)", "bold red")
             return
         commands = [(f"rank {i.rank} ({self.ctx.fleet[i.rank].target})" + (" — head, first" if i.rank == 0
                                                                            else ""), i.command) for i in todo]
@@ -306,27 +354,30 @@ class LaunchPane(Vertical, can_focus=True):
 
     def _stop_confirmed(self, result: ConfirmResult | None, plan: list[StopItem]) -> None:
         if result is None:
-            self.post_message(Notice("stop cancelled", "dim"))
+            self.note("stop cancelled", "dim")
             return
         self._stop_worker(plan)
 
     @work(exclusive=True, group="launch-stop", exit_on_error=False)
     async def _stop_worker(self, plan: list[StopItem]) -> None:
-        outcomes = await execute_stop(self.ctx.fleet, plan, Ledger(self.cfg))
-        text = "; ".join(f"rank {o.rank}: {'stopped' if o.ok else 'FAILED ' + o.message}" for o in outcomes)
-        self.post_message(Notice(f"stop: {text}", "bold" if all(o.ok for o in outcomes) else "bold red"))
+        try:
+            async with ClusterLock(self.ctx.fleet, self.cfg, "stop"):
+                outcomes = await execute_stop(self.ctx.fleet, plan, Ledger(self.cfg))
+        except LockError as exc:
+            self.note(f"stop {exc}", "bold red")
+            return
+        text = "; ".join(f"rank {o.rank}: {'stopped' if o.ok else o.message}" for o in outcomes)
+        self.note(f"stop: {text}", "bold" if all(o.ok for o in outcomes) else "bold red")
 
     def action_status(self) -> None:
-        if self.launching:
-            self.post_message(Notice("following the launch live; status is for a cluster not launched here",
-                                     "dim"))
-            return
+        self.note("looking again …", "dim")
         self._status_worker()
 
     @work(exclusive=True, group="launch-status", exit_on_error=False)
     async def _status_worker(self) -> None:
-        self.post_message(StatusDone(await L.cluster_status(self.ctx.fleet, self.cfg,
-                                                            api_url=self.ctx.api_url)))
+        await self.ctx.watcher.probe()
+        self.ctx.watcher.tick()
+        self.note("", "")
 
 
 def _plain(line: str) -> str:

@@ -27,10 +27,22 @@ def fmt_secs(s: float) -> str:
 
 def current_text(tl: RankTimeline) -> Text:
     """The phase a rank is in now, with progress, or why it is red."""
+    cond = tl.condition
     if tl.failure is not None:
-        return Text(f"FAILED in {tl.phase.value}: {tl.failure.label}", style="bold red")
+        word = "followed" if cond == "followed" else "FAILED"
+        return Text(f"{word} in {tl.phase.value}: {tl.failure.label}",
+                    style="red" if cond == "followed" else "bold red")
+    if cond == "unknown":
+        return Text(f"UNKNOWN: {tl.unknown}", style="bold red")
     if tl.host_lost_since is not None:
         return Text(f"HOST LOST in {tl.phase.value}", style="bold red")
+    if cond == "stopped":
+        code = tl.container.exit_code if tl.container is not None else None
+        return Text("stopped" + (f" (exit {code})" if code is not None else ""), style="bold")
+    if cond == "stopping":
+        return Text("stopping …", style="yellow")
+    if tl.container is not None and tl.owner == "by hand":
+        return Text(f"{tl.phase.value} (started by hand)", style=PHASE_STYLE.get(tl.phase, ""))
     label = tl.phase.value
     if tl.phase is Phase.LOADING and tl.progress:
         label += f" {tl.progress[0]}/{tl.progress[1]}"
