@@ -48,7 +48,7 @@ PARSE_ERRORS = (ValueError, IndexError, TypeError)  # what prometheus_client's p
 
 REMEDY_HUNG = (
     "Collect rank 0's last lines (`r37-cockpit logs --rank 0 -n 200`), stop the cluster head first "
-    "(`r37-cockpit stop`), then relaunch (`r37-cockpit launch`)."
+    "(`r37-cockpit stop`), then relaunch (`r37-cockpit launch --replace-stopped`)."
 )
 REMEDY_NOT_VLLM = "The server's /metrics has no vLLM request and token counters: check the --api-url."
 
@@ -163,6 +163,14 @@ def _requests(s: EngineSample) -> str:
     return f"{s.running} running, {s.waiting} waiting"
 
 
+def _progress(gen: float, prompt: float, dt: float) -> str:
+    """What was processed between two samples ``dt`` seconds apart (never a negative rate: the tracker
+    calls this only when a counter grew)."""
+    if gen > 0:
+        return f"{gen / dt:.1f} tok/s generated" if dt > 0 else f"{gen:.0f} tokens generated"
+    return f"prefill {prompt / dt:.0f} tok/s" if dt > 0 else f"prefill of {prompt:.0f} tokens"
+
+
 class HangTracker:
     """Feed it every ``/metrics`` sample in order; each :meth:`feed` returns the engine's liveness."""
 
@@ -181,18 +189,18 @@ class HangTracker:
         prev, self._prev = self._prev, sample
         restarted = prev is not None and (sample.generation_tokens_total < prev.generation_tokens_total
                                           or sample.prompt_tokens_total < prev.prompt_tokens_total)
-        series_start = prev is None or restarted
-        grew = not series_start and (sample.generation_tokens_total > prev.generation_tokens_total
-                                     or sample.prompt_tokens_total > prev.prompt_tokens_total)
-        if series_start or grew or not sample.busy or not prev.busy:
-            self._flat_since = sample.at
         note = "; counters went backwards: the engine restarted, a new series starts" if restarted else ""
-        if grew:
-            assert prev is not None
-            dt = sample.at - prev.at
+        if prev is None or restarted:
+            self._flat_since = sample.at
+        else:
             gen = sample.generation_tokens_total - prev.generation_tokens_total
-            rate = f"{gen / dt:.1f} tok/s generated" if dt > 0 else f"{gen:.0f} tokens generated"
-            return self._set(Liveness("serving", sample.at, f"{rate}, {_requests(sample)}"))
+            prompt = sample.prompt_tokens_total - prev.prompt_tokens_total
+            if gen > 0 or prompt > 0:
+                self._flat_since = sample.at
+                done = _progress(gen, prompt, sample.at - prev.at)
+                return self._set(Liveness("serving", sample.at, f"{done}, {_requests(sample)}"))
+            if not (sample.busy and prev.busy):  # the flat clock runs only over busy samples in a row
+                self._flat_since = sample.at
         if not sample.busy:
             return self._set(Liveness("idle", sample.at, "no requests running or waiting" + note), restarted)
         flat = sample.at - self._flat_since

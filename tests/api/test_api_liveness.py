@@ -175,7 +175,8 @@ def test_counter_reset_starts_a_new_series() -> None:
 def test_prompt_tokens_and_waiting_requests() -> None:
     t = HangTracker(hang_after_s=5)
     t.feed(sample(0, running=1))
-    assert t.feed(sample(10, running=1, prompt=4096)).state == "serving"  # a long prefill is progress
+    live = t.feed(sample(10, running=1, prompt=4096))
+    assert live.state == "serving" and live.message.startswith("prefill 410 tok/s")  # a long prefill
     assert t.feed(sample(20, running=1, prompt=8192)).state == "serving"
     t = HangTracker(hang_after_s=5)
     t.feed(sample(0, waiting=3))
