@@ -20,6 +20,7 @@ from pathlib import Path
 from cockpit.config import ClusterConfig
 
 FILE_NAME = "launched.json"
+ADOPT_WINDOW = 300.0   # seconds after a lost `docker run` began in which a container it created may appear
 
 
 def state_dir() -> Path:
@@ -135,10 +136,15 @@ class Ledger:
     def adopt(self, rank: int, container_id: str, created_at: float | None, skew: float = 5.0) -> bool:
         """Record the container a lost `docker run` started, if it was created during that launch."""
         pend = self.pending().get(rank)
-        if pend is None or created_at is None or created_at < pend.at - skew:
+        if pend is None or created_at is None or not pend.at - skew <= created_at <= pend.at + ADOPT_WINDOW:
             return False
         self.record(rank, container_id, pend.name, pend.target)
         return True
+
+    def claim(self, rank: int, container_id: str, created_at: float | None) -> bool:
+        """This cockpit started that container: recorded, or created by a launch whose `docker run` never
+        reported back (then it is recorded now)."""
+        return self.owns(rank, container_id) or self.adopt(rank, container_id, created_at)
 
     def mark_stop_requested(self, ranks: list[tuple[int, str]], at: float | None = None) -> None:
         """Note that this cockpit begins stopping these (rank, container ID) pairs: what the containers log

@@ -177,6 +177,8 @@ async def plan_replace(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> list
         except DockerFailed as exc:
             return ReplaceItem(rank, "refuse", f"rank {rank}: docker inspect {name} failed: {exc}; check "
                                                "that docker runs on that host (`docker info`)")
+        if state is not None and ledger.claim(rank, state.id, state.created_at):
+            return judge(rank, name, state, state.id)
         rec = records.get(rank)
         return judge(rank, name, state, rec.container_id if rec else None)
 

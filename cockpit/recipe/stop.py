@@ -73,6 +73,8 @@ async def plan_stop(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> list[St
             return StopItem(rank, "skip", f"host not reachable: {exc}")
         if state is None:
             return StopItem(rank, "skip", f"no container named {name}")
+        if ledger.claim(rank, state.id, state.created_at):
+            rec = ledger.records().get(rank)
         if rec is None or rec.container_id != state.id:
             return StopItem(rank, "skip", f"{name} ({state.short_id}) was not started by this cockpit "
                                           "(launched by hand?): never stopped by r37-cockpit; stop it on the "

@@ -188,11 +188,8 @@ class ClusterWatcher:
             self._followers[rank] = asyncio.create_task(self._follow(rank, state), name=f"log-{rank}")
 
     def _owner(self, rank: int, state: ContainerState) -> Any:
-        if self.ledger.owns(rank, state.id):
-            return "cockpit"
-        if self.ledger.adopt(rank, state.id, state.created_at):
-            return "cockpit"      # its docker run was in flight when the host was lost: this launch's
-        return "by hand"
+        # claim: recorded, or created by a launch whose docker run was in flight when the host was lost
+        return "cockpit" if self.ledger.claim(rank, state.id, state.created_at) else "by hand"
 
     async def _follow(self, rank: int, state: ContainerState) -> None:
         """Read the container's log up to now (its tail, or all of it), then follow it while it runs."""
@@ -260,7 +257,10 @@ class ClusterWatcher:
             return
         ready = await readiness.check(self.fleet, self.cfg.cluster.api_port, C.SERVED_MODEL,
                                       api_url=self.api_url)
-        events = self.timeline.mark_api(ready, time.time())
+        at = time.time()
+        if head.rank not in self._from_start and not head.ready and head.spans:
+            at = head.spans[-1].start     # found serving: it has been since its last boot line, not "now"
+        events = self.timeline.mark_api(ready, at)
         if ready.ready and ready.url:
             with contextlib.suppress(Exception):
                 async with ApiClient(ready.url, connect_timeout=5, read_timeout=5) as client:

@@ -30,6 +30,7 @@ DESCRIPTIONS: dict[str, str] = {
     "crash-after-ready": "the engine dies with a Traceback some time after it became ready",
     "hang": "the engine stops producing tokens while requests stay running",
     "traceback-on-stop": "the engine prints a Python traceback while it shuts down on SIGTERM (still exit 0)",
+    "lost-during-run": "docker run starts the container, then the host vanishes (host-down) before answering",
     "host-down": "the host vanishes: SSH refused/unreachable (handled by the demo server and the lab)",
 }
 assert set(DESCRIPTIONS) == set(layout.FAULTS), "every fault needs a description"

@@ -16,12 +16,14 @@ from textual.widgets import Footer, TabbedContent, TabPane
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostStatus
+from cockpit.recipe.timeline import ApiChanged
 from cockpit.tui import uistate
 from cockpit.tui.confirm import ConfirmQuit
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.header import ClusterHeader
 from cockpit.tui.keys import KeyMapScreen
 from cockpit.tui.messages import ClusterChanged, HostStatusChanged
+from cockpit.tui.panes.chat import ChatPane
 from cockpit.tui.panes.hosts import HostsPane
 from cockpit.tui.panes.launch import LaunchPane
 from cockpit.tui.panes.setup import SetupPane
@@ -112,6 +114,9 @@ class CockpitApp(App[None]):
         if not panes:
             return
         panes.first().apply(message.event)  # type: ignore[arg-type]
+        if isinstance(message.event, ApiChanged):
+            for chat in self.query(ChatPane):
+                chat.api_changed()
         self._refresh_header()
 
     def busy(self) -> str:

@@ -173,11 +173,19 @@ async def test_preflight_changes_nothing_on_the_hosts(provisioned: SimCluster) -
 
 async def test_pane_streams_groups_publishes_and_reruns(provisioned: SimCluster) -> None:
     from cockpit.tui.app import CockpitApp
-    from cockpit.tui.panes.preflight import PreflightDetail, PreflightPane, PreflightSummary
+    from cockpit.tui.context import PreflightSummary
+    from cockpit.tui.panes.preflight import PreflightDetail, PreflightPane
 
     app = CockpitApp(provisioned.config, provisioned.config_path)
     published: list[PreflightSummary] = []
-    app.ctx.watch("preflight", published.append)
+    record = app.ctx.set_preflight
+
+    def spy(results, *, running: bool) -> None:  # type: ignore[no-untyped-def]
+        record(results, running=running)
+        assert app.ctx.preflight is not None
+        published.append(app.ctx.preflight)
+
+    app.ctx.set_preflight = spy  # type: ignore[method-assign]
     async with app.run_test(size=(130, 40)) as pilot:
         await pilot.press("2")
         assert await app.fleet.wait_connected(15)

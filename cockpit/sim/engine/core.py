@@ -126,6 +126,7 @@ class EngineCore:
         self.max_num_seqs = max_num_seqs
         self.kv_tokens = kv_tokens
         self.hang = hang
+        self._deferred_aborts: list[Request] = []
         self.stats = Stats(max_model_len=max_model_len, spec_k=schedule.spec_k)
         self.running: list[Request] = []
         self.waiting: list[Request] = []
@@ -144,6 +145,11 @@ class EngineCore:
         self._wake.set()
 
     def abort(self, req: Request) -> None:
+        if self.hang() and not req.done:
+            # a hung engine core reads no more requests, aborts included (vLLM's input queue is not
+            # served): the request stays running until the hang clears
+            self._deferred_aborts.append(req)
+            return
         if not req.done:
             req.aborted = True
             req.done = True
@@ -219,6 +225,8 @@ class EngineCore:
                 await asyncio.sleep(0.05)
                 next_t = None
                 continue
+            while self._deferred_aborts:
+                self.abort(self._deferred_aborts.pop())
             self._admit(loop_time())
             await self._step(next_t)
             next_t = self._last_end

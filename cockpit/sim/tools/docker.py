@@ -730,8 +730,19 @@ def cmd_run(args: list[str]) -> int:
             f"{st['Error']}: unknown\n\nRun 'docker run --help' for more information",
             127,
         )
+    if _host.fault("lost-during-run"):
+        _lose_host_now()
     out(cid)
     return 0
+
+
+def _lose_host_now() -> None:
+    """The `lost-during-run` fault (one-shot): the container runs, then the host vanishes before
+    `docker run` answers (it switches `host-down` on), so the caller never learns the container ID."""
+    faults = os.path.join(_host.root(), "faults")
+    with contextlib.suppress(OSError):
+        os.replace(os.path.join(faults, "lost-during-run"), os.path.join(faults, "host-down"))
+    time.sleep(3.0)
 
 
 # --- logs -------------------------------------------------------------------------------------

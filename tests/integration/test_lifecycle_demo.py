@@ -1,0 +1,192 @@
+"""The cluster's life after the first launch, on the demo cluster over SSH: a stop is a stop, a hung engine
+is noticed, the rank that failed first is blamed, one launcher at a time, a host lost during `docker run`,
+a stop with the head unreachable, and a second cockpit's stop seen by the first."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_launch_demo import _launch, cli, prepare_hosts
+
+from cockpit.hosts import Fleet
+from cockpit.recipe import launch as L
+from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.stop import execute_stop, plan_stop
+from cockpit.recipe.watch import ClusterWatcher
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "cluster").mkdir(exist_ok=True)
+
+
+async def _prepared(cluster) -> None:  # type: ignore[no-untyped-def]
+    async with Fleet(cluster.config) as fleet:
+        assert await fleet.wait_connected(20)
+        await prepare_hosts(fleet, cluster.config)
+
+
+def _status(cluster) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+    res = cli(cluster, "status", "--json")
+    return res.returncode, json.loads(res.stdout)
+
+
+async def test_a_traceback_while_stopping_is_still_a_stop(fresh_demo_cluster) -> None:
+    await _prepared(fresh_demo_cluster)
+    assert cli(fresh_demo_cluster, "launch", "--yes").returncode == 0
+    for rank in range(4):
+        fresh_demo_cluster.fault(rank, "traceback-on-stop")
+    stop = cli(fresh_demo_cluster, "stop", "--yes")
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    logs = cli(fresh_demo_cluster, "logs", "--rank", "0")
+    assert "Traceback (most recent call last)" in logs.stdout     # it did print one while shutting down
+    code, report = _status(fresh_demo_cluster)
+    assert code == 0 and report["verdict"]["state"] == "stopped", report["verdict"]
+    assert [r["condition"] for r in report["ranks"]] == ["stopped"] * 4
+    assert all(r["failure"] is None for r in report["ranks"])
+
+
+async def test_hang_is_reported_and_chat_never_waits_forever(fresh_demo_cluster) -> None:
+    """The live model (the TUI's watcher: /metrics every 2 s) says hung within hang_after_s + 5 s; a one-off
+    `status` judges from the head's 10 s stats lines, so within hang_after_s + two of their intervals."""
+    await _prepared(fresh_demo_cluster)
+    assert cli(fresh_demo_cluster, "launch", "--yes").returncode == 0
+    cfg = fresh_demo_cluster.config
+    hang_after = cfg.engine.hang_after_s
+    base = [sys.executable, "-m", "cockpit", "--config", str(fresh_demo_cluster.config_path), "chat"]
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        async with ClusterWatcher(fleet, cfg) as watcher:
+            assert await watcher.first_look(30)
+            fresh_demo_cluster.fault(0, "hang")
+            try:
+                t0 = time.monotonic()
+                held = subprocess.Popen([*base, "--timeout", "120", "write a long story"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                t_quick = time.monotonic()
+                quick = subprocess.Popen([*base, "--timeout", "10", "count to ten"], stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True)
+                while watcher.timeline.compute_verdict().state != "hung":
+                    assert time.monotonic() - t0 < hang_after + 5, watcher.timeline.engine_liveness()
+                    await asyncio.sleep(0.2)
+                out, err = await asyncio.to_thread(quick.communicate, timeout=30)
+                took = time.monotonic() - t_quick
+                assert quick.returncode == 1, out + err
+                assert took < 15, (took, err)
+                while True:
+                    code, report = await asyncio.to_thread(_status, fresh_demo_cluster)
+                    if report["engine"] == "hung" or time.monotonic() - t0 > hang_after + 25:
+                        break
+                    await asyncio.sleep(1)
+                assert report["engine"] == "hung", report
+                assert code == 1 and report["verdict"]["state"] == "hung"
+                assert "r37-cockpit logs --rank 0" in report["verdict"]["remedy"]
+            finally:
+                held.kill()
+                quick.kill()
+                fresh_demo_cluster.fault(0, "hang", on=False)
+
+
+@pytest.mark.parametrize("run", range(10))
+async def test_crash_after_ready_on_rank_3_blames_rank_3(fresh_demo_cluster, run: int) -> None:
+    await _prepared(fresh_demo_cluster)
+    fresh_demo_cluster.fault(3, "crash-after-ready")
+    res = cli(fresh_demo_cluster, "launch", "--yes", "--json")
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    verdicts = [e for e in events if e["event"] == "VerdictChanged" and e["state"] == "down"]
+    t0 = time.monotonic()
+    while True:
+        code, report = _status(fresh_demo_cluster)
+        if report["verdict"]["state"] == "down" or time.monotonic() - t0 > 60:
+            break
+        time.sleep(1)
+    assert code == 1 and report["verdict"]["first_failed"] == 3, report["verdict"]
+    assert report["ranks"][3]["condition"] == "failed"
+    # the launch saw the cluster ready, then one settled verdict, never a wrong one first
+    if verdicts:
+        assert [v["first_failed"] for v in verdicts] == [3] * len(verdicts), verdicts
+
+
+async def test_two_launches_at_once_exactly_one_launches(fresh_demo_cluster) -> None:
+    await _prepared(fresh_demo_cluster)
+    base = [sys.executable, "-m", "cockpit", "--config", str(fresh_demo_cluster.config_path), "launch", "--yes"]
+    procs = [subprocess.Popen(base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 3], outs
+    loser = next(o for p, o in zip(procs, outs, strict=True) if p.returncode == 3)
+    text = loser[0] + loser[1]
+    assert "another cockpit holds the cluster lock" in text and "pid" in text, text
+    code, report = _status(fresh_demo_cluster)
+    assert report["verdict"]["state"] == "ready"
+
+
+async def test_host_lost_during_docker_run_is_unknown_then_recorded_and_stopped(fresh_demo_cluster) -> None:
+    cfg = fresh_demo_cluster.config
+    fresh_demo_cluster.fault(2, "lost-during-run")
+    rec = []
+    fleet, launcher = await _launch(fresh_demo_cluster, rec.append)
+    try:
+        assert not await launcher.launch()
+        tl = launcher.timeline[2]
+        assert tl.condition == "unknown" and "host lost during docker run" in tl.unknown
+        assert launcher.timeline.compute_verdict().state == "unknown"
+        assert 1 not in launcher.booting and 0 not in launcher.booting      # nothing later was launched
+        fresh_demo_cluster.fault(2, "host-down", on=False)
+        assert await launcher.run_until(lambda t: t[2].owner == "cockpit" and t[2].container is not None,
+                                        timeout=60)
+        assert Ledger(cfg).owns(2, launcher.timeline[2].container.id)  # type: ignore[union-attr]
+        plan = await plan_stop(fleet, cfg, Ledger(cfg))
+        assert [i.rank for i in plan if i.action == "stop"] == [2, 3]
+        outcomes = await execute_stop(fleet, plan, Ledger(cfg))
+        assert all(o.ok for o in outcomes) and {o.rank for o in outcomes} == {2, 3}
+    finally:
+        await launcher.close()
+        await fleet.close()
+
+
+async def test_stop_with_the_head_unreachable_stops_nothing_and_fails(fresh_demo_cluster) -> None:
+    await _prepared(fresh_demo_cluster)
+    assert cli(fresh_demo_cluster, "launch", "--yes").returncode == 0
+    fresh_demo_cluster.fault(0, "host-down")
+    try:
+        stop = cli(fresh_demo_cluster, "stop", "--yes", "--json")
+        assert stop.returncode == 1, stop.stdout + stop.stderr
+        data = json.loads(stop.stdout)
+        head = next(o for o in data["stopped"] if o["rank"] == 0)
+        assert not head["ok"] and "rank 0 NOT stopped" in head["message"]
+        assert all(not o["ok"] for o in data["stopped"])                # the workers were left running
+    finally:
+        fresh_demo_cluster.fault(0, "host-down", on=False)
+    async with Fleet(fresh_demo_cluster.config) as fleet:
+        assert await fleet.wait_connected(30)
+        for rank in (1, 2, 3):
+            state = await L.inspect_container(fleet, rank, "ds41_r37")
+            assert state is not None and state.running
+
+
+async def test_a_stop_by_a_second_cockpit_shows_in_the_first_within_two_seconds(fresh_demo_cluster) -> None:
+    await _prepared(fresh_demo_cluster)
+    assert cli(fresh_demo_cluster, "launch", "--yes").returncode == 0
+    cfg = fresh_demo_cluster.config
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        async with ClusterWatcher(fleet, cfg) as watcher:
+            assert await watcher.first_look(30)
+            await watcher.probe()
+            assert watcher.timeline.compute_verdict().state == "ready"
+            other = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "cockpit", "--config", str(fresh_demo_cluster.config_path), "stop",
+                "--yes", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+            assert await other.wait() == 0
+            t0 = time.monotonic()
+            while watcher.timeline.compute_verdict().state != "stopped":
+                assert time.monotonic() - t0 < 2.0, watcher.timeline.compute_verdict()
+                await asyncio.sleep(0.05)
