@@ -324,9 +324,17 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig) -> int:
             return 0
         if todo and not args.yes and not _confirm(f"Stop {len(todo)} container(s), head first?"):
             raise CliError("stop cancelled", EXIT_REFUSED)
+        head_lost = any(i.rank == 0 for i in lost)
         try:
-            async with ClusterLock(fleet, cfg, "stop"):
+            if head_lost:
+                # the lock lives on rank 0: nothing to take. Without --force nothing is stopped at all.
+                if args.force and todo and not args.json:
+                    print("warning: rank 0 (and the cluster lock on it) is unreachable: stopping the workers "
+                          "without the lock (--force)", file=sys.stderr)
                 outcomes = await execute_stop(fleet, plan, ledger, force=args.force)
+            else:
+                async with ClusterLock(fleet, cfg, "stop"):
+                    outcomes = await execute_stop(fleet, plan, ledger, force=args.force)
         except LockError as exc:
             raise CliError(f"stop {exc}", EXIT_REFUSED) from None
         except HostUnavailable as exc:

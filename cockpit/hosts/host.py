@@ -230,6 +230,11 @@ class Host:
             self._record(CommandRecord(self.rank, line, started, time.perf_counter() - t0, None, "lost"))
             raise HostUnavailable(self.rank, HostState.LOST, str(exc)) from None
         duration = time.perf_counter() - t0
+        if proc.exit_status is None and proc.exit_signal is None:
+            # the channel closed without saying how the command ended: the link went, not the command
+            self._record(CommandRecord(self.rank, line, started, duration, None, "lost"))
+            raise HostUnavailable(self.rank, HostState.LOST, "the channel closed before the command's exit "
+                                                             "status arrived (connection lost?)")
         status = proc.exit_status if proc.exit_status is not None and proc.exit_status >= 0 else None
         self._record(CommandRecord(self.rank, line, started, duration, status))
         return Result(self.rank, line, status, _text(proc.stdout), _text(proc.stderr), duration)
