@@ -329,7 +329,7 @@ class StatusReport:
     @property
     def ok(self) -> bool:
         """Nothing wrong: ready (and not hung), stopped, launching or nothing launched."""
-        return self.verdict.state in ("ready", "stopped", "launching", "idle")
+        return self.verdict.state in ("ready", "stopped", "stopping", "launching", "idle")
 
     def to_dict(self) -> dict[str, Any]:
         return {"ranks": [r.to_dict() for r in self.ranks], "api": self.api.to_dict(),

@@ -136,7 +136,8 @@ class ApiChanged:
 
 Owner = Literal["cockpit", "by hand", "none", "unknown"]
 RankCondition = Literal["none", "booting", "ready", "stopping", "stopped", "failed", "followed", "unknown"]
-VerdictState = Literal["idle", "launching", "ready", "hung", "down", "stopped", "host-lost", "unknown"]
+VerdictState = Literal["idle", "launching", "ready", "hung", "down", "stopping", "stopped", "host-lost",
+                       "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,7 +495,7 @@ class ClusterTimeline:
         stopping = [r for r, c in conds.items() if c == "stopping"]
         running = [r for r, c in conds.items() if c in ("booting", "ready")]
         if stopping:
-            return ClusterVerdict("stopped", f"stopping: rank {_ranks(stopping)} shutting down", None, "")
+            return ClusterVerdict("stopping", f"stopping: rank {_ranks(stopping)} shutting down", None, "")
         if stopped and running:
             return ClusterVerdict("down", f"cluster DOWN: rank {_ranks(stopped)} stopped while rank "
                                           f"{_ranks(running)} still run", None,

@@ -11,6 +11,7 @@ from cockpit.recipe.timeline import ClusterTimeline
 VERDICT_LABEL = {"idle": ("no model running", "dim"), "launching": ("launching", "yellow"),
                  "ready": ("READY ✔", "bold green"), "hung": ("engine HUNG", "bold white on red"),
                  "down": ("cluster DOWN", "bold white on red"), "stopped": ("stopped", "bold"),
+                 "stopping": ("stopping …", "yellow"),
                  "host-lost": ("host lost", "bold red"), "unknown": ("state unknown", "bold red")}
 
 

@@ -267,12 +267,16 @@ async def test_stop_touches_only_what_the_cockpit_started(fresh_demo_cluster) ->
         assert not any("docker stop" in rec.command for rec in fleet.command_log)
 
 
-async def test_tui_refuses_without_preflight_then_launches_after_override(fresh_demo_cluster) -> None:
+async def test_tui_launch_override_stop_relaunch_and_quit_asks(fresh_demo_cluster) -> None:
+    """In the TUI: a launch runs the stale preflight first and needs the override while it fails; the
+    pane follows the launch to READY, a stop to STOPPED, and R relaunches over the stopped containers
+    (their logs archived first); q during a launch asks first."""
     import asyncio
     import time
 
+    from cockpit.recipe.replace import default_archive_root
     from cockpit.tui.app import CockpitApp
-    from cockpit.tui.confirm import ConfirmCommands
+    from cockpit.tui.confirm import ConfirmCommands, ConfirmQuit
     from cockpit.tui.panes.launch import LaunchPane
 
     cfg = fresh_demo_cluster.config
@@ -280,15 +284,23 @@ async def test_tui_refuses_without_preflight_then_launches_after_override(fresh_
         assert await fleet.wait_connected(20)
         await prepare_hosts(fleet, cfg)
     app = CockpitApp(cfg, fresh_demo_cluster.config_path)
-    published: list[object] = []
-    app.ctx.watch("api", published.append)
 
     async def until(pilot, pred, timeout: float) -> None:  # type: ignore[no-untyped-def]
         t0 = time.monotonic()
         while not pred():
             await pilot.pause(0.2)
-            assert time.monotonic() - t0 < timeout, "timed out"
+            if time.monotonic() - t0 > timeout:
+                pane = app.query_one(LaunchPane)
+                notice = pane.query_one("#launch-notice").render()
+                raise AssertionError(f"timed out: {pane.timeline.compute_verdict()} — {notice} — "
+                                     f"{[(r, t.condition, t.container_id) for r, t in pane.timeline.ranks.items()]}")
 
+    async def dialog(pilot) -> ConfirmCommands:  # type: ignore[no-untyped-def]
+        await until(pilot, lambda: isinstance(app.screen, ConfirmCommands), 60)
+        assert isinstance(app.screen, ConfirmCommands)
+        return app.screen
+
+    fresh_demo_cluster.fault(1, "slow-clocks")   # a preflight failure that does not stop the engine
     async with app.run_test(size=(130, 44)) as pilot:
         await until(pilot, lambda: all(s.connected for s in app.fleet.statuses), 20)
         app.set_focus(None)
@@ -296,19 +308,45 @@ async def test_tui_refuses_without_preflight_then_launches_after_override(fresh_
         await pilot.pause(0.3)
         pane = app.query_one(LaunchPane)
         assert app.focused is pane
+        await until(pilot, lambda: pane.timeline.verdict.state == "idle" and app.ctx.watcher.looked(), 20)
         await pilot.press("d")
         await until(pilot, lambda: len(pane.dry) == 4, 30)
-        assert all(d.ok for d in pane.dry.values()) and not pane.blockers
+        assert all(d.ok for d in pane.dry.values()) and pane.blockers[0].rank is None   # only preflight
         await pilot.press("l")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmCommands), 5)
-        screen = app.screen
-        assert isinstance(screen, ConfirmCommands) and screen.override_label is not None
+        screen = await dialog(pilot)                # preflight ran first (none had): slow clocks on rank 1
+        assert app.ctx.preflight is not None and ("clocks", 1) in app.ctx.preflight.failed
+        assert screen.override_label is not None
         assert [line for _, line in screen.commands] == [L.launch_command(cfg, r).line for r in (3, 2, 1, 0)]
-        await pilot.press("enter")          # refused: the override is not ticked (no preflight has run)
+        await pilot.press("enter")                  # refused: the override is not ticked
         await pilot.pause()
         assert app.screen is screen
+        fresh_demo_cluster.fault(1, "slow-clocks", on=False)
         await pilot.press("o", "enter")
+        await until(pilot, lambda: pane.launching, 10)
+        await pilot.press("q")                      # quitting mid-launch asks first
+        await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), 5)
+        await pilot.press("n")
         await until(pilot, lambda: pane.timeline.verdict.state == "ready", 120)
-        assert any(getattr(r, "ready", False) for r in published)
         assert all(pane.timeline[r].ready for r in range(4))
+        assert "READY" in str(app.query_one("#cluster-header").render())
+
+        await pilot.press("s")
+        screen = await dialog(pilot)
+        assert [line for _, line in screen.commands][0].startswith("docker stop ")
+        await pilot.press("y")
+        await until(pilot, lambda: pane.timeline.verdict.state == "stopped", 60)
+        assert all(pane.timeline[r].condition == "stopped" for r in range(4))
+        old = {r: pane.timeline[r].container_id for r in range(4)}
+
+        await pilot.press("R")
+        screen = await dialog(pilot)
+        lines = [line for _, line in screen.commands]
+        assert lines[:2] == [f"docker logs -t {old[0]}", f"docker rm {old[0]}"]
+        assert lines[-4:] == [L.launch_command(cfg, r).line for r in (3, 2, 1, 0)]
+        assert screen.override_label is not None     # the last preflight (a minute ago) still fails clocks
+        await pilot.press("o", "y")
+        await until(pilot, lambda: pane.timeline.verdict.state == "ready"
+                    and pane.timeline[0].container_id not in (None, old[0]), 120)
+        archived = sorted(default_archive_root().glob("*/*/rank-*.log"))
+        assert [p.name for p in archived] == [f"rank-{r}.log" for r in range(4)]
         await asyncio.sleep(0)

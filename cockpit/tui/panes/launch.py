@@ -23,6 +23,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Log, Static
+from textual.worker import Worker, WorkerState
 
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
@@ -38,7 +39,7 @@ CONTEXT_SHOWN = 400
 
 VERDICT_STYLE = {"idle": "dim", "launching": "yellow", "ready": "bold green", "down": "bold white on red",
                  "host-lost": "bold red", "unknown": "bold red", "hung": "bold white on red",
-                 "stopped": "bold"}
+                 "stopped": "bold", "stopping": "yellow"}
 
 
 @dataclass
@@ -213,6 +214,13 @@ class LaunchPane(Vertical, can_focus=True):
 
     def note(self, text: str, style: str = "") -> None:
         self.post_message(Notice(text, style))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that failed says so (its error, not a traceback), and the pane is usable again."""
+        if event.state is WorkerState.ERROR:
+            if event.worker.group == "launch":
+                self.launching = False
+            self.note(f"{event.worker.name.strip('_')} failed: {event.worker.error}", "bold red")
 
     # ---- actions ----------------------------------------------------------------------------------
 
