@@ -89,7 +89,7 @@ class CockpitApp(App[None]):
 
     def on_mount(self) -> None:
         self._apply_ui_settings()
-        self._refresh_header()
+        self.refresh_header()
         if self.connect:
             self.fleet.subscribe(lambda status: self.post_message(HostStatusChanged(status)))
             self.fleet.start()
@@ -117,7 +117,7 @@ class CockpitApp(App[None]):
         if isinstance(message.event, ApiChanged):
             for chat in self.query(ChatPane):
                 chat.api_changed()
-        self._refresh_header()
+        self.refresh_header()
 
     def busy(self) -> str:
         """What would be cut short by quitting now ("" when nothing is)."""
@@ -146,7 +146,7 @@ class CockpitApp(App[None]):
         if not panes:
             return
         panes.first().update_status(status)
-        self._refresh_header()
+        self.refresh_header()
 
     def _tick(self) -> None:
         if not self.is_running:
@@ -155,7 +155,7 @@ class CockpitApp(App[None]):
         for status in pane.statuses:
             if not status.connected:
                 pane.update_status(status)  # ages of non-connected states move on
-        self._refresh_header()
+        self.refresh_header()
 
     def _apply_ui_settings(self) -> None:
         """[ui] keymap and theme from cluster.toml; a theme picked at run time is remembered per user."""
@@ -168,7 +168,7 @@ class CockpitApp(App[None]):
             self.notify(f"unknown theme {theme!r}; keeping {self.theme}", severity="warning")
         self.theme_changed_signal.subscribe(self, lambda t: uistate.save({"theme": t.name}))
 
-    def _refresh_header(self) -> None:
+    def refresh_header(self) -> None:
         self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses,
                                            self.ctx.watcher.timeline)
 

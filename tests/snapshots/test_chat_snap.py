@@ -1,12 +1,13 @@
-"""Snapshots of the chat pane: a streaming answer with thinking collapsed, a tool call, API not ready."""
+"""Snapshots of the chat pane: a streaming answer with thinking collapsed, a tool call, API not ready, an
+answer waiting for its first token (the pane's clock frozen) and one given up on at its deadline."""
 
 from __future__ import annotations
 
 from cockpit.api import ContentDelta, Finished, ReasoningDelta, RoleStarted, StreamStats, ToolCallDelta, Usage
 from cockpit.api.endpoint import EndpointStatus
-from cockpit.api.errors import REMEDY_NOT_READY
+from cockpit.api.errors import REMEDY_NOT_READY, no_first_token
 from cockpit.api.smoke import WEATHER_TOOL
-from cockpit.api.stream import ChatResult, ToolCall
+from cockpit.api.stream import ChatResult, StreamError, ToolCall
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.chat import ChatPane
 
@@ -104,6 +105,41 @@ def test_api_not_ready(snap_compare, fixed_config) -> None:
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
         await _open_chat(app, pilot, status)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_waiting_for_the_first_token(snap_compare, fixed_config) -> None:
+    """Role chunk in, no token yet: the turn shows how long it has waited (12 s on the frozen clock)."""
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        pane = await _open_chat(app, pilot, READY)
+        now = [1000.0]
+        pane.clock = lambda: now[0]  # the clock the pane counts the wait on
+        ask(pane, "Summarise the recipe card in three lines.")
+        pane.feed(RoleStarted())
+        now[0] = 1012.6
+        pane.tick()  # what its once-a-second timer calls
+        pane.flush()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_first_token_deadline_missed(snap_compare, fixed_config) -> None:
+    """The first-token deadline passed: the error and its remedy in the turn, the input free again."""
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        pane = await _open_chat(app, pilot, READY)
+        ask(pane, "Summarise the recipe card in three lines.")
+        pane.feed(RoleStarted())
+        err = no_first_token(10)
+        stats = StreamStats(0.0, None, 10.0, None, 1, 0.0, 0.0)
+        partial = ChatResult("", "", (), None, None, stats)
+        pane.feed(StreamError(err.message, err.kind, err.remedy, None, partial))
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)

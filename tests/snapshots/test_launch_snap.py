@@ -12,7 +12,7 @@ from cockpit.api.readiness import ApiReadiness
 from cockpit.recipe import containers as dk
 from cockpit.recipe import launch as L
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.panes.launch import LaunchPane
+from cockpit.tui.panes.launch import GateChecked, LaunchPane
 
 SIZE = (130, 44)
 T0 = 1_746_093_600.0  # fixed epoch seconds
@@ -45,7 +45,7 @@ def boot(pane: LaunchPane, rank: int, lines: list[str], start: float, step: floa
         feed(pane, tl.feed_line(line, start + 1 + i * step))
 
 
-def app_with(fixed_config, setup) -> tuple[CockpitApp, object]:  # type: ignore[no-untyped-def]
+def app_with(fixed_config, setup, *, dry: bool = True) -> tuple[CockpitApp, object]:  # type: ignore[no-untyped-def]
     app = CockpitApp(fixed_config, connect=False)
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
@@ -57,9 +57,11 @@ def app_with(fixed_config, setup) -> tuple[CockpitApp, object]:  # type: ignore[
         pane = app.query_one(LaunchPane)
         pane.clock = lambda: T0 + 120
         pane.timeline.grace = 0       # publish a "down" verdict at once (no wall-clock wait)
-        pane.show_dry_run(dry_runs(fixed_config), [])
+        if dry:
+            pane.show_dry_run(dry_runs(fixed_config), [])
         setup(pane)
         pane.refresh_view()
+        app.refresh_header()
         await pilot.pause()
 
     return app, before
@@ -100,6 +102,72 @@ def test_one_rank_failed_with_cause(snap_compare, fixed_config) -> None:
             '"FinishedAt": "2025-05-01T10:00:25Z"}}]')
         feed(pane, pane.timeline[1].feed_container(state, T0 + 25))
         boot(pane, 0, HEAD[:8], T0 + 6, 3.0)
+
+    app, before = app_with(fixed_config, setup)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def _running(started: float) -> dk.ContainerState:
+    return dk.ContainerState("c" * 64, "ds41_r37", "running", running=True, started_at=started)
+
+
+def _serving(pane: LaunchPane) -> None:
+    """A cluster this cockpit did not see boot: its containers running, the tail of each log, the API up."""
+    tl = pane.timeline
+    for r in (3, 2, 1):
+        tl[r].owner = "cockpit"
+        feed(pane, tl[r].feed_container(_running(T0 + 2 * (3 - r)), T0 + 100))
+        for i, line in enumerate(WORKER[-6:]):
+            feed(pane, tl[r].feed_line(line, T0 + 80 + i))
+    tl[0].owner = "cockpit"
+    feed(pane, tl[0].feed_container(_running(T0 + 8), T0 + 100))
+    for i, line in enumerate(HEAD[-6:]):
+        feed(pane, tl[0].feed_line(line, T0 + 90 + i))
+    ready = ApiReadiness(True, "ready", "ready: /health 200, /v1/models lists deepseek-v4.1-flash")
+    feed(pane, tl.mark_api(ready, T0 + 96))
+
+
+def test_opened_on_a_running_cluster(snap_compare, fixed_config) -> None:
+    app, before = app_with(fixed_config, _serving, dry=False)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_after_a_stop(snap_compare, fixed_config) -> None:
+    def setup(pane: LaunchPane) -> None:
+        _serving(pane)
+        for r in range(4):
+            pane.timeline[r].request_stop(T0 + 110)
+            feed(pane, pane.timeline[r].feed_line("Traceback (most recent call last):", T0 + 110.5))
+            feed(pane, pane.timeline[r].feed_line("asyncio.exceptions.CancelledError", T0 + 110.6))
+            state = dk.ContainerState("c" * 64, "ds41_r37", "exited", exit_code=0, started_at=T0,
+                                      finished_at=T0 + 111)
+            feed(pane, pane.timeline[r].feed_container(state, T0 + 111))
+
+    app, before = app_with(fixed_config, setup, dry=False)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_with_a_hung_engine(snap_compare, fixed_config) -> None:
+    from cockpit.api.liveness import REMEDY_HUNG, Liveness
+
+    def setup(pane: LaunchPane) -> None:
+        _serving(pane)
+        pane.timeline.mark_liveness(Liveness(
+            "hung", T0 + 20, "3 running, 0 waiting, but vllm:generation_tokens_total has not grown for 95 s "
+            "(threshold 90 s)", REMEDY_HUNG))
+        feed(pane, [])
+
+    app, before = app_with(fixed_config, setup, dry=False)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_the_relaunch_dialog(snap_compare, fixed_config) -> None:
+    from cockpit.recipe.replace import ReplaceItem, replace_commands
+
+    def setup(pane: LaunchPane) -> None:
+        items = [ReplaceItem(r, "replace", f"rank {r}: stopped", f"{r}" * 64, replace_commands(f"{r}" * 64))
+                 for r in range(4)]
+        pane.on_gate_checked(GateChecked(L.Gate([], items, []), True))
 
     app, before = app_with(fixed_config, setup)
     assert snap_compare(app, terminal_size=SIZE, run_before=before)

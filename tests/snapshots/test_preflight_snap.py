@@ -107,14 +107,14 @@ def mixed(cfg: ClusterConfig) -> list[CheckResult]:
 def test_all_pass(snap_compare, fixed_config) -> None:
     app = app_fed(fixed_config, healthy(fixed_config))
     assert snap_compare(app, terminal_size=SIZE, run_before=app._snap_before)
-    summary = app.ctx.facts["preflight"]
+    summary = app.ctx.preflight
     assert summary.ok and not summary.running and summary.failed == ()
 
 
 def test_mixed_results_highlight_the_differing_rank(snap_compare, fixed_config) -> None:
     app = app_fed(fixed_config, mixed(fixed_config))
     assert snap_compare(app, terminal_size=SIZE, run_before=app._snap_before)
-    summary = app.ctx.facts["preflight"]
+    summary = app.ctx.preflight
     assert not summary.ok and summary.failed == (("clocks", 2), ("image", 3))
 
 
@@ -129,3 +129,30 @@ def test_detail_view_of_the_differing_rank(snap_compare, fixed_config) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+async def test_detail_remedy_names_the_config_discovery_would_not_find(fixed_config, tmp_path,
+                                                                       monkeypatch) -> None:
+    """The cockpit opened with a config outside discovery: the remedy's command carries --config."""
+    from textual.widgets import Static
+
+    from cockpit.tui.panes.preflight import PreflightDetail
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    conf = tmp_path / "lab" / "cluster.toml"
+    app = CockpitApp(fixed_config, conf, connect=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        pane = app.query_one("#preflight-pane")
+        pane.apply(started(fixed_config))
+        for r in mixed(fixed_config):
+            pane.apply(r)
+        pane.apply(PreflightFinished(tuple(mixed(fixed_config)), 1.2))
+        await pilot.pause()
+        row = next(i for i, r in enumerate(pane.rows) if r.check == "image" and r.ranks == (3,))
+        await pilot.press(*["down"] * row, "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, PreflightDetail)
+        shown = str(app.screen.query_one("#preflight-detail-text", Static).render())
+        assert f"`r37-cockpit --config {conf} setup runtime --rank 3`" in shown

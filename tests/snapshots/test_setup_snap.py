@@ -87,3 +87,24 @@ def test_checkpoint_progress(snap_compare, fixed_config) -> None:
 def test_runtime_refused_on_one_rank(snap_compare, fixed_config) -> None:
     app, before = app_with(fixed_config, runtime_finished())
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+async def test_causes_name_the_config_discovery_would_not_find(fixed_config, tmp_path, monkeypatch) -> None:
+    """A refusal that quotes a cockpit command, in a cockpit opened with a config outside discovery."""
+    from textual.widgets import Static
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    conf = tmp_path / "lab" / "cluster.toml"
+    app = CockpitApp(fixed_config, conf, connect=False)
+    why = ("r37-recipe/cluster.env differs from cluster.toml (diff shown); nothing replaced — review the "
+           "diff and replace it with `r37-cockpit setup env --rank 3 --overwrite-env`, or fix cluster.toml")
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_show_pane("setup")
+        await pilot.pause()
+        pane = app.query_one(SetupPane)
+        pane.apply(SetupStarted(("env",), (3,)))
+        pane.apply(RankDone("env", 3, RankState.REFUSED, why))
+        await pilot.pause()
+        shown = str(pane.query_one("#setup-causes", Static).render())
+        assert f"`r37-cockpit --config {conf} setup env --rank 3 --overwrite-env`" in shown

@@ -288,8 +288,9 @@ class LaunchPane(Vertical, can_focus=True):
             return
         commands: list[tuple[str, str]] = []
         for item in gate.replace:
-            commands += [(f"rank {item.rank} ({self.ctx.fleet[item.rank].target}) — archive its log, then "
-                          "remove", line) for line in item.commands]
+            what = ("archive its full log (to the state directory)", "then remove that stopped container")
+            commands += [(f"rank {item.rank} ({self.ctx.fleet[item.rank].target}) — {label}", line)
+                         for label, line in zip(what, item.commands, strict=False)]
         commands += [(f"rank {r} ({self.ctx.fleet[r].target})" + (" — head, last" if r == 0 else ""),
                       self.dry[r].launch_command) for r in L.launch_order(self.cfg.ranks)]
         problems = gate.preflight_failures
