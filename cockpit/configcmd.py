@@ -1,7 +1,9 @@
 """Headless config commands for the CLI: check a cluster.toml, import and export the recipe's cluster.env.
 
 Each returns `(ok, text, data)`: `text` is what the CLI prints, `data` what `--json` prints. Expected
-failures (bad file, existing output) come back as ok=False, never as a traceback.
+failures come back as ok=False, never as a traceback, with `data["error"]` saying which kind: "config"
+(a bad cluster.toml or cluster.env, a rank no host has), "exists" (the output file exists and `force` was
+not given: refused) or "io" (the output could not be written).
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from cockpit.config import (
 from cockpit.envfile import config_from_env, env_for_rank, parse_env
 
 Result = tuple[bool, str, dict[str, Any]]
+CONFIG, EXISTS, IO = "config", "exists", "io"     # data["error"] of a failure
+
+
+def _config_failure(exc: ConfigError) -> Result:
+    return False, exc.render(), {**exc.as_json(), "error": CONFIG}
 
 
 def host_rows(cfg: ClusterConfig) -> list[dict[str, Any]]:
@@ -77,7 +84,7 @@ def check(path: str | os.PathLike[str] | None = None) -> Result:
         where = discover_config(path)
         cfg = load_config(where)
     except ConfigError as exc:
-        return False, exc.render(), exc.as_json()
+        return _config_failure(exc)
     notes = config_notes(cfg)
     text = f"{where}: OK, {len(cfg.hosts)} host{'s' if len(cfg.hosts) != 1 else ''}\n\n{summary(cfg)}"
     if notes:
@@ -129,6 +136,10 @@ def _write_failure(path: Path, exc: OSError) -> str:
     return f"{path}: cannot write: {exc.strerror or exc}"
 
 
+def _write_kind(exc: OSError) -> str:
+    return EXISTS if isinstance(exc, FileExistsError) else IO
+
+
 def import_env(env_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
                force: bool = False) -> Result:
     """cluster.env -> cluster.toml (never overwrites without force; written atomically)."""
@@ -137,7 +148,7 @@ def import_env(env_path: str | os.PathLike[str], out_path: str | os.PathLike[str
         values = parse_env(read_text_file(src, "cluster.env"), src)
         cfg = config_from_env(values, src)
     except ConfigError as exc:
-        return False, exc.render(), exc.as_json()
+        return _config_failure(exc)
     header = (f"cluster.toml imported by r37-cockpit from {src.name}.\n"
               f"model.repo ({cfg.model.repo}) was inferred from MODEL_PATH: check it.\n"
               "SSH targets (hosts[].ssh) were set to the fabric IPs: review them, and add user/port\n"
@@ -146,7 +157,8 @@ def import_env(env_path: str | os.PathLike[str], out_path: str | os.PathLike[str
         write_new(dst, dump_config(cfg, header=header), force=force)
     except OSError as exc:
         reason = _write_failure(dst, exc)
-        return False, reason, {"ok": False, "path": str(dst), "problems": [{"key": "", "reason": reason}]}
+        return False, reason, {"ok": False, "path": str(dst), "problems": [{"key": "", "reason": reason}],
+                               "error": _write_kind(exc)}
     notes = config_notes(cfg)
     text = f"wrote {dst} ({len(cfg.hosts)} hosts from {src})\n" + "\n".join(f"note: {n}" for n in notes)
     return True, text.rstrip("\n"), {"ok": True, "path": str(dst), "source": str(src),
@@ -158,7 +170,8 @@ def export_env(cfg: ClusterConfig, rank: int, out_path: str | os.PathLike[str] |
     """One rank's cluster.env: returned as `text` when out_path is None, else written (no overwrite)."""
     if rank not in cfg.ranks:
         reason = f"no host has rank {rank} (ranks: {', '.join(map(str, sorted(cfg.ranks)))})"
-        return False, reason, {"ok": False, "rank": rank, "problems": [{"key": "rank", "reason": reason}]}
+        return False, reason, {"ok": False, "rank": rank, "problems": [{"key": "rank", "reason": reason}],
+                               "error": CONFIG}
     text = env_for_rank(cfg, rank)
     if out_path is None:
         return True, text, {"ok": True, "rank": rank, "path": None, "env": text}
@@ -168,6 +181,6 @@ def export_env(cfg: ClusterConfig, rank: int, out_path: str | os.PathLike[str] |
     except OSError as exc:
         reason = _write_failure(dst, exc)
         return False, reason, {"ok": False, "rank": rank, "path": str(dst),
-                               "problems": [{"key": "", "reason": reason}]}
+                               "problems": [{"key": "", "reason": reason}], "error": _write_kind(exc)}
     return True, f"wrote {dst} (cluster.env for rank {rank})", {"ok": True, "rank": rank,
                                                                 "path": str(dst), "env": text}

@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from cockpit import __version__
-from cockpit.cli.common import CliError
+from cockpit.cli.common import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    remedy,
+)
 from cockpit.config import ConfigError
 
 # One module per command group, each with `register(subparsers)`; listed in help order. A module that
@@ -68,23 +75,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "tui"])
     try:
-        return int(args.func(args) or 0)
+        return int(args.func(args) or EXIT_OK)
     except ConfigError as exc:
         print(exc.render(), file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except CliError as exc:
-        print(f"r37-cockpit: {exc}", file=sys.stderr)
+        print(f"r37-cockpit: {remedy(args, str(exc))}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        return EXIT_OK
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:  # the user gets a sentence, developers a traceback on demand
         if os.environ.get("R37_DEBUG"):
             traceback.print_exc()
         print(f"r37-cockpit: internal error: {type(exc).__name__}: {exc} "
               "(set R37_DEBUG=1 to see the traceback)", file=sys.stderr)
-        return 70
+        return EXIT_INTERNAL

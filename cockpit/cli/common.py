@@ -1,4 +1,15 @@
-"""Helpers shared by the subcommands: config loading, JSON output, async running."""
+"""Helpers shared by the subcommands: the exit codes, config loading, remedies, JSON output, async running.
+
+Exit codes, the same for every command (README "Exit codes"):
+
+    0    ok
+    1    a failure found: a check or a rank failed, a host is unreachable, the API does not answer
+    2    usage or config error: a bad argument or --rank, a broken or missing cluster.toml, bad input
+    3    refused: needs confirmation (--yes), or blocked by a guard (an existing container, preflight
+         failures, a file that exists without --force, a different cluster.env without --overwrite-env)
+    70   internal error: a bug in the cockpit (R37_DEBUG=1 prints the traceback)
+    130  interrupted (Ctrl-C)
+"""
 
 from __future__ import annotations
 
@@ -13,24 +24,41 @@ from typing import Any, TypeVar
 
 from cockpit.config import ClusterConfig, discover_config, load_config
 from cockpit.recipe.checks import ranks_text
+from cockpit.remedy import cockpit_remedy
 
 T = TypeVar("T")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1        # a failure found: check or rank failed, host unreachable, API not answering
+EXIT_USAGE = 2          # usage or config error: bad argument or --rank, broken cluster.toml, bad input
+EXIT_REFUSED = 3        # refused: needs confirmation (--yes) or blocked by a guard
+EXIT_INTERNAL = 70      # a bug in the cockpit (EX_SOFTWARE)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
 class CliError(Exception):
     """A failure the user can act on: printed as one sentence, no traceback."""
 
-    def __init__(self, message: str, exit_code: int = 1):
+    def __init__(self, message: str, exit_code: int = EXIT_FAILURE):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def usage_error(message: str) -> CliError:
+    return CliError(message, EXIT_USAGE)
 
 
 def check_ranks(config: ClusterConfig, ranks: list[int] | None) -> None:
     """A usage error (exit 2) naming the ``--rank`` values no host in cluster.toml has."""
     bad = sorted(set(ranks or ()) - set(config.ranks))
     if bad:
-        raise CliError(f"no host has rank {', '.join(map(str, bad))} (ranks: {ranks_text(config.ranks)})",
-                       exit_code=2)
+        raise usage_error(f"no host has rank {', '.join(map(str, bad))} (ranks: {ranks_text(config.ranks)})")
+
+
+def remedy(args: argparse.Namespace, text: str) -> str:
+    """`text` with `--config PATH` in every quoted `r37-cockpit …` command when this command was given a
+    config that default discovery would not find (see `cockpit.remedy`)."""
+    return cockpit_remedy(text, getattr(args, "config", None))
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

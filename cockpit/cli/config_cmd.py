@@ -1,4 +1,6 @@
-"""`r37-cockpit config …`: check, import and export the cluster configuration."""
+"""`r37-cockpit config …`: check, import and export the cluster configuration. Exit 2 for a bad
+cluster.toml or cluster.env (or a rank no host has), 3 when the output file exists and --force was not
+given, 1 when the output cannot be written."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import sys
 from pathlib import Path
 
 from cockpit import configcmd
-from cockpit.cli.common import add_json, load, print_json
+from cockpit.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, add_json, load, print_json
+
+EXIT_FOR = {configcmd.CONFIG: EXIT_USAGE, configcmd.EXISTS: EXIT_REFUSED, configcmd.IO: EXIT_FAILURE}
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     imp = s.add_parser("import-env", help="write cluster.toml from the recipe's cluster.env",
                        description="Read a cluster.env WITHOUT executing it (assignments and the NODE_IPS "
                                    "array only; command substitution and expansions are refused) and "
-                                   "write cluster.toml. Never overwrites without --force.")
+                                   "write cluster.toml. Never overwrites without --force (exit 3).")
     imp.add_argument("env", type=Path, help="the cluster.env to read")
     imp.add_argument("--out", type=Path, default=Path("cluster.toml"), help="default ./cluster.toml")
     imp.add_argument("--force", action="store_true", help="replace an existing output file")
@@ -35,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     exp = s.add_parser("export-env", help="write one rank's cluster.env from cluster.toml",
                        description="Print (or write with --out) one rank's cluster.env, every value quoted "
-                                   "safely. Never overwrites without --force.")
+                                   "safely. Never overwrites without --force (exit 3).")
     exp.add_argument("--rank", type=int, required=True)
     exp.add_argument("--out", type=Path, default=None, help="file to write (default: stdout)")
     exp.add_argument("--force", action="store_true", help="replace an existing output file")
@@ -43,27 +47,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     exp.set_defaults(func=cmd_export)
 
 
-def _emit(ok: bool, text: str, data: dict, as_json: bool, fail_code: int) -> int:
+def _emit(ok: bool, text: str, data: dict, as_json: bool) -> int:
     if as_json:
         print_json(data)
     elif ok:
         print(text, end="" if text.endswith("\n") else "\n")
     else:
         print(text, file=sys.stderr)
-    return 0 if ok else fail_code
+    return EXIT_OK if ok else EXIT_FOR.get(data.get("error", configcmd.CONFIG), EXIT_FAILURE)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     ok, text, data = configcmd.check(args.path or args.config)
-    return _emit(ok, text, data, args.json, 2)
+    return _emit(ok, text, data, args.json)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     ok, text, data = configcmd.import_env(args.env, args.out, force=args.force)
-    return _emit(ok, text, data, args.json, 2)
+    return _emit(ok, text, data, args.json)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     _, config = load(args)
     ok, text, data = configcmd.export_env(config, args.rank, args.out, force=args.force)
-    return _emit(ok, text, data, args.json, 2)
+    return _emit(ok, text, data, args.json)

@@ -7,7 +7,7 @@ import asyncio
 import time
 from dataclasses import asdict, replace
 
-from cockpit.cli.common import add_json, load, print_json, run_async, table
+from cockpit.cli.common import EXIT_FAILURE, EXIT_OK, add_json, load, print_json, remedy, run_async, table
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostState, HostStatus
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     timeout = args.timeout if args.timeout is not None else config.ssh.connect_timeout + 2
     statuses = run_async(probe(config, timeout))
     if args.json:
-        print_json({"hosts": [status_dict(s) for s in statuses],
+        print_json({"hosts": [{**status_dict(s), "remedy": remedy(args, s.remedy)} for s in statuses],
                     "connected": sum(s.connected for s in statuses), "total": len(statuses)})
     else:
         rows = [[str(s.rank), s.target, s.state.value,
@@ -66,5 +66,5 @@ def run(args: argparse.Namespace) -> int:
             if not s.connected:
                 print(f"rank {s.rank}: {s.error or s.state.value}")
                 if s.remedy:
-                    print(f"  remedy: {s.remedy}")
-    return 0 if all(s.connected for s in statuses) else 1
+                    print(f"  remedy: {remedy(args, s.remedy)}")
+    return EXIT_OK if all(s.connected for s in statuses) else EXIT_FAILURE

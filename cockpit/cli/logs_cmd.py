@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
-from cockpit.cli.common import CliError, add_json, load, run_async
+from cockpit.cli.common import EXIT_FAILURE, EXIT_OK, add_json, check_ranks, load, run_async, usage_error
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.telemetry.logfilter import SEPARATOR, FilterError, LineFilter, StreamFilter
@@ -35,7 +35,8 @@ _SINCE = re.compile(
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("logs", help="print the container logs of the ranks, merged by time",
                        description="Print `docker logs -t` of the R37 container on every rank (or one), "
-                                   "merged by timestamp as `RANK  TIMESTAMP  LINE`. Read-only.")
+                                   "merged by timestamp as `RANK  TIMESTAMP  LINE`. Read-only. Exit 1 if "
+                                   "a rank could not be read, 2 for a bad option or --rank.")
     p.add_argument("--rank", type=int, default=None, help="only this rank")
     p.add_argument("-f", "--follow", action="store_true",
                    help="keep streaming until the containers stop (survives a host reconnect)")
@@ -54,21 +55,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     _, config = load(args)
-    if args.rank is not None and args.rank not in config.ranks:
-        raise CliError(f"no rank {args.rank} in the config (ranks: {', '.join(map(str, config.ranks))})")
+    check_ranks(config, [args.rank] if args.rank is not None else None)
     if args.since and not _SINCE.fullmatch(args.since):
-        raise CliError(f"--since {args.since!r}: give a duration (10m, 1h30m), a Unix time or an RFC 3339 "
-                       "time (2026-11-29T22:59:17Z)")
+        raise usage_error(f"--since {args.since!r}: give a duration (10m, 1h30m), a Unix time or an RFC 3339 "
+                          "time (2026-11-29T22:59:17Z)")
     if args.tail is not None and args.tail < 0:
-        raise CliError("--tail must be 0 or more")
+        raise usage_error("--tail must be 0 or more")
     if args.context < 0:
-        raise CliError("--context must be 0 or more")
+        raise usage_error("--context must be 0 or more")
     flt = None
     if args.grep:
         try:
             flt = LineFilter.parse(args.grep)
         except FilterError as exc:
-            raise CliError(f"--grep: {exc}") from None
+            raise usage_error(f"--grep: {exc}") from None
     printer = Printer(json_out=args.json, flt=flt, context=args.context)
     ranks = [args.rank] if args.rank is not None else list(config.ranks)
     timeout = args.timeout if args.timeout is not None else config.ssh.connect_timeout + 2
@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
                                        tail=args.tail, timeout=timeout))
     except BrokenPipeError:  # `logs | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    return 1 if failed else 0
+        return EXIT_OK
+    return EXIT_FAILURE if failed else EXIT_OK
 
 
 class Printer:

@@ -1,11 +1,23 @@
 """`r37-cockpit preflight`: run the recipe's host checks on every host (observes only) and print them
-grouped like the preflight pane. Exit 0 only if no check fails."""
+grouped like the preflight pane. Exit 0 if no check fails, 1 if one does, 2 for a bad --rank or --only."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
-from cockpit.cli.common import CliError, add_json, check_ranks, load, print_json, run_async, table
+from cockpit.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    add_json,
+    check_ranks,
+    load,
+    print_json,
+    remedy,
+    run_async,
+    table,
+    usage_error,
+)
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.recipe.checks import PreflightFinished, Verdict, group_results, ranks_text
@@ -18,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("preflight", help="check every host against the recipe (changes nothing)",
                        description="Run the preflight checks of the R37 recipe (steps 1-6) on every host in "
                                    "parallel over SSH and print them grouped by result. Nothing on the hosts "
-                                   "is changed. Exit 0 only if no check fails. Check ids: "
+                                   "is changed. Exit 0 only if no check fails, 1 if one does, 2 for "
+                                   "a bad --rank or --only. Check ids: "
                                    + ", ".join(BY_ID) + ".")
     add_json(p)
     p.add_argument("--rank", type=int, action="append", metavar="N",
@@ -32,8 +45,13 @@ async def _run(config: ClusterConfig, only: list[str] | None, ranks: list[int] |
         return await preflight_results(fleet, config, only=only, ranks=ranks)
 
 
-def render(final: PreflightFinished) -> str:
-    """The grouped table, then the remedy of every row that is not a pass."""
+def _as_is(text: str) -> str:
+    return text
+
+
+def render(final: PreflightFinished, fix: Callable[[str], str] = _as_is) -> str:
+    """The grouped table, then the remedy of every row that is not a pass (through `fix`: the quoted
+    cockpit commands made to work with this config)."""
     rows = group_results(final.results)
     lines = [table([[str(r.step), r.check, SHOWN[r.verdict], ranks_text(r.ranks), r.value]
                     for r in rows], ["STEP", "CHECK", "RESULT", "RANKS", "OBSERVED"])]
@@ -45,8 +63,8 @@ def render(final: PreflightFinished) -> str:
             remedies: dict[str, list[int]] = {}
             for rank in r.ranks:
                 remedies.setdefault(by_key[(r.check, rank)].remedy, []).append(rank)
-            for remedy, ranks in remedies.items():
-                lines.append(f"{r.check} (rank {ranks_text(ranks)}): {remedy}")
+            for text, ranks in remedies.items():
+                lines.append(f"{r.check} (rank {ranks_text(ranks)}): {fix(text)}")
     counts = {v: sum(1 for x in final.results if x.verdict is v) for v in Verdict}
     lines.append("")
     lines.append(f"{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed, {counts[Verdict.WARN]} "
@@ -60,13 +78,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         select(only)
     except KeyError as exc:
-        raise CliError(str(exc.args[0]), exit_code=2) from None
+        raise usage_error(str(exc.args[0])) from None
     ranks = args.rank
     check_ranks(config, ranks)
     final = run_async(_run(config, only, ranks))
     if args.json:
         print_json({"ok": final.ok, "elapsed": round(final.elapsed, 3),
-                    "results": [r.as_dict() for r in final.results]})
+                    "results": [{**r.as_dict(), "remedy": remedy(args, r.remedy)} for r in final.results]})
     else:
-        print(render(final))
-    return 0 if final.ok else 1
+        print(render(final, lambda text: remedy(args, text)))
+    return EXIT_OK if final.ok else EXIT_FAILURE

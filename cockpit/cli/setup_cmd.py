@@ -1,6 +1,8 @@
 """`r37-cockpit setup JOB`: the recipe's setup steps on every host (they change hosts). Prints the exact
 commands per host and asks before anything runs (`--yes` skips the question), then streams the job log
-and progress. Exit 0 only if every host ended done or had nothing to do."""
+and progress. Exit 0 only if every host ended done or had nothing to do; 1 if a host failed or could not
+be reached; 3 if the run was not confirmed or a guard refused a host (and none failed); 2 for a bad
+--rank or a config that cannot express the job (an unpinned revision with --offline)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,24 @@ import argparse
 import asyncio
 import sys
 import time
-from typing import TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
-from cockpit.cli.common import CliError, add_json, check_ranks, load, print_json, run_async, table
+from cockpit.cli.common import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    CliError,
+    add_json,
+    check_ranks,
+    load,
+    print_json,
+    remedy,
+    run_async,
+    table,
+)
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.recipe.checks import ranks_text
@@ -21,6 +38,7 @@ from cockpit.recipe.setup_model import (
     JOBS,
     JobLog,
     RankDone,
+    RankState,
     SetupError,
     SetupFinished,
     SetupPlan,
@@ -37,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Run one of the recipe's setup jobs (steps 2-5) on every host in parallel: "
                     + "; ".join(f"{j}: {t}" for j, t in JOB_TITLES.items())
                     + "; all: every job in that order. The exact commands per host are printed and "
-                      "confirmed first. Re-running resumes: completed work is skipped.")
+                      "confirmed first. Re-running resumes: completed work is skipped. Exit 0 when every "
+                      "host is done, 1 if one failed or is unreachable, 3 if not confirmed or refused.")
     p.add_argument("job", choices=[*JOBS, "all"])
     p.add_argument("--rank", type=int, action="append", metavar="N", help="only this rank (repeatable)")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask before running (headless)")
@@ -49,7 +68,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
-def render_plan(plan: SetupPlan) -> str:
+def _as_is(text: str) -> str:
+    return text
+
+
+def render_plan(plan: SetupPlan, fix: Callable[[str], str] = _as_is) -> str:
+    """Per job and rank: the commands, why there is nothing to do, or why it is refused (through `fix`:
+    the quoted cockpit commands made to work with this config)."""
     lines = []
     for jp in plan.jobs:
         lines.append(f"== {jp.job}: {JOB_TITLES[jp.job]}")
@@ -57,9 +82,9 @@ def render_plan(plan: SetupPlan) -> str:
             rp = jp.ranks[rank]
             head = f"rank {rank} ({plan.targets.get(rank, '?')})"
             if rp.refused:
-                lines.append(f"  {head}: REFUSED: {rp.refused}")
+                lines.append(f"  {head}: {rp.refusal_label}: {fix(rp.refused)}")
             elif not rp.steps:
-                lines.append(f"  {head}: nothing to do: {rp.done}")
+                lines.append(f"  {head}: nothing to do: {fix(rp.done)}")
             else:
                 lines.append(f"  {head}:")
                 lines += [f"    $ {line}" for step in rp.steps for line in step.lines]
@@ -81,17 +106,30 @@ def render_progress(ev: StepProgress) -> str:
     return f"rank {ev.rank} {ev.job} | {ev.label}: " + ", ".join(parts)
 
 
-def render_summary(final: SetupFinished, plan: SetupPlan) -> str:
-    rows = [[o.job, str(o.rank), o.state.value.upper() if not o.ok else o.state.value, o.message]
+def render_summary(final: SetupFinished, plan: SetupPlan, fix: Callable[[str], str] = _as_is) -> str:
+    rows = [[o.job, str(o.rank), o.state.value.upper() if not o.ok else o.state.value, fix(o.message)]
             for o in final.outcomes]
     out = [table(rows, ["JOB", "RANK", "RESULT", "DETAIL"])]
     bad = [o for o in final.outcomes if not o.ok]
     for o in bad:
-        out.append(f"rank {o.rank} ({plan.targets.get(o.rank, '?')}) {o.job} {o.state.value}: {o.message}")
+        out.append(f"rank {o.rank} ({plan.targets.get(o.rank, '?')}) {o.job} {o.state.value}: "
+                   f"{fix(o.message)}")
     done = sum(1 for o in final.outcomes if o.ok)
     out.append(f"{done} of {len(final.outcomes)} ok in {final.elapsed:.1f} s"
                + (f"; not ok on rank {ranks_text(sorted({o.rank for o in bad}))}" if bad else ""))
     return "\n".join(out)
+
+
+def exit_code(final: SetupFinished) -> int:
+    """0 when every rank is done or had nothing to do; 1 when one failed (or its host could not be read);
+    otherwise 3: a guard refused a rank (a different cluster.env, a non-empty Engram destination …)."""
+    if final.ok:
+        return EXIT_OK
+    if any(o.state is RankState.FAILED for o in final.outcomes):
+        return EXIT_FAILURE
+    if any(o.state is RankState.REFUSED for o in final.outcomes):
+        return EXIT_REFUSED
+    return EXIT_FAILURE
 
 
 def _ask(stream: TextIO) -> bool:
@@ -100,20 +138,33 @@ def _ask(stream: TextIO) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+def plan_dict(plan: SetupPlan, fix: Callable[[str], str]) -> dict[str, Any]:
+    doc = plan.as_dict()
+    for job in doc["jobs"]:
+        for rank in job["ranks"]:
+            rank["refused"], rank["done"] = fix(rank["refused"]), fix(rank["done"])
+    return doc
+
+
 async def _run(args: argparse.Namespace, config: ClusterConfig, jobs: list[str]) -> int:
     show = sys.stderr if args.json else sys.stdout
+
+    def fix(text: str) -> str:
+        return remedy(args, text)
+
     async with Fleet(config) as fleet:
         try:
             plan = await plan_setup(fleet, config, jobs, ranks=args.rank, overwrite_env=args.overwrite_env,
                                     online=not args.offline)
         except SetupError as exc:
-            raise CliError(str(exc)) from None
-        print(render_plan(plan), file=show, flush=True)
+            raise CliError(str(exc), EXIT_USAGE if exc.config_error else EXIT_FAILURE) from None
+        print(render_plan(plan, fix), file=show, flush=True)
         if plan.runs_anything and not args.yes and not await asyncio.to_thread(_ask, show):
-            print("cancelled: nothing was run", file=show)
+            hint = "" if sys.stdin.isatty() else " (add --yes to run without asking)"
+            print(f"cancelled: nothing was run{hint}", file=show)
             if args.json:
-                print_json({"ok": False, "cancelled": True, "plan": plan.as_dict(), "outcomes": []})
-            return 1
+                print_json({"ok": False, "cancelled": True, "plan": plan_dict(plan, fix), "outcomes": []})
+            return EXIT_REFUSED
         run = SetupRun(fleet, plan)
         last: dict[int, float] = {}
         final: SetupFinished | None = None
@@ -128,17 +179,17 @@ async def _run(args: argparse.Namespace, config: ClusterConfig, jobs: list[str])
                     last[ev.rank] = now
                     print(render_progress(ev), file=show, flush=True)
             elif isinstance(ev, RankDone):
-                print(f"rank {ev.rank} {ev.job} | {ev.state.value}: {ev.message}", file=show, flush=True)
+                print(f"rank {ev.rank} {ev.job} | {ev.state.value}: {fix(ev.message)}", file=show, flush=True)
             elif isinstance(ev, SetupFinished):
                 final = ev
     assert final is not None
     if args.json:
-        print_json({"ok": final.ok, "elapsed": round(final.elapsed, 3), "plan": plan.as_dict(),
-                    "outcomes": [o.as_dict() for o in final.outcomes]})
+        print_json({"ok": final.ok, "elapsed": round(final.elapsed, 3), "plan": plan_dict(plan, fix),
+                    "outcomes": [{**o.as_dict(), "message": fix(o.message)} for o in final.outcomes]})
     else:
         print()
-        print(render_summary(final, plan))
-    return 0 if final.ok else 1
+        print(render_summary(final, plan, fix))
+    return exit_code(final)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,4 +200,4 @@ def run(args: argparse.Namespace) -> int:
         return run_async(_run(args, config, jobs))
     except KeyboardInterrupt:
         print("interrupted: running commands were stopped; re-run to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

@@ -42,11 +42,13 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Probe:
-    """What `evaluate` gets: the rank, its config and the framed output of every command run there."""
+    """What `evaluate` gets: the rank, its config, the framed output of every command run there, and the
+    container IDs this cockpit's launch ledger records per rank (full IDs: whose engine a host runs)."""
 
     cfg: ClusterConfig
     rank: int
     sections: Mapping[str, Section]
+    launched: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def host(self) -> HostEntry:
@@ -207,12 +209,14 @@ class GroupRow:
     remedy: str = ""
 
 
-_DIGITS = re.compile(r"\d+")
+# numbers, and hex IDs (a container's short ID differs on every rank)
+_DIGITS = re.compile(r"\b[0-9a-f]{12,64}\b|\d+")
 
 
 def group_results(results: list[CheckResult] | tuple[CheckResult, ...]) -> list[GroupRow]:
     """One row per check and distinct (verdict, value); passes whose values differ only in numbers
-    (addresses, latencies, rank-numbered paths) collapse into one row showing the lowest rank's value."""
+    (addresses, latencies, rank-numbered paths, container IDs) collapse into one row showing the lowest
+    rank's value."""
     by_check: dict[str, list[CheckResult]] = {}
     for r in results:
         by_check.setdefault(r.check, []).append(r)
@@ -222,7 +226,8 @@ def group_results(results: list[CheckResult] | tuple[CheckResult, ...]) -> list[
         groups: dict[tuple[Verdict, str], list[CheckResult]] = {}
         shown: dict[tuple[Verdict, str], str] = {}
         for r in items:
-            # passes that differ only in numbers (addresses, latencies, rank-numbered paths) are alike
+            # passes that differ only in numbers (addresses, latencies, rank-numbered paths, container
+            # IDs) are alike
             key = (r.verdict, _DIGITS.sub("#", r.value) if r.verdict is Verdict.PASS else r.value)
             groups.setdefault(key, []).append(r)
             shown.setdefault(key, r.value)

@@ -1,5 +1,12 @@
 """Per-host preflight checks: architecture, GPU, driver, SM clocks, memory, Docker, runtime image,
-an existing container and the ports rank 0 needs (recipe steps 1, 3 and 6)."""
+an existing container and the ports rank 0 needs (recipe steps 1, 3 and 6).
+
+A running engine changes what four of them read: it holds the GPU (P0 at an idle clock), most of the
+unified memory and, on rank 0, the API and coordination ports, and it is itself a container of the
+launch's name. When that container is running and this cockpit started it (its full ID is the launch
+ledger's record for the rank, `Probe.launched`), those checks pass as "in use by the running <name>
+(<short id>)"; a container started by hand is reported as before. The container's state comes from one
+`docker container inspect` in the host's batch, shared by the four checks (`ENGINE`)."""
 
 from __future__ import annotations
 
@@ -20,8 +27,50 @@ MIN_DRIVER_MAJOR = 580              # the first driver branch that ships CUDA 13
 TIMEOUT = ["timeout", "20"]         # a hung tool must not hold the whole batch
 
 
+# ---- the engine this cockpit launched (shared by clocks, memory, container and ports) -----------------
+
+ENGINE = "docker.container"
+
+
+def _engine_cmd(cfg: ClusterConfig) -> Cmd:
+    return [*TIMEOUT, "docker", "container", "inspect", "--format", "{{json .}}", cfg.cluster.container_name]
+
+
+def named_container(p: Probe) -> dk.ContainerState | None:
+    """The container of the launch's name on this host as `docker container inspect` saw it (None: there
+    is none, or Docker did not answer)."""
+    if p.status(ENGINE) != 0:
+        return None
+    name = p.cfg.cluster.container_name
+    for line in p.output(ENGINE).splitlines():
+        if line.lstrip().startswith("{"):
+            for state in dk.parse_inspect(line):
+                if state.name == name:
+                    return state
+    return None
+
+
+def started_here(p: Probe, state: dk.ContainerState | None) -> bool:
+    """Did this cockpit start that container? Its full ID is the launch ledger's record for the rank."""
+    return state is not None and bool(state.id) and p.launched.get(p.rank) == state.id
+
+
+def engine_in_use(p: Probe) -> dk.ContainerState | None:
+    """The running container of the launch's name on this host, when this cockpit started it."""
+    state = named_container(p)
+    return state if state is not None and state.running and started_here(p, state) else None
+
+
+def in_use_value(p: Probe, state: dk.ContainerState) -> str:
+    return f"in use by the running {p.cfg.cluster.container_name} ({state.short_id})"
+
+
 def _gpu_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
     return {"nvsmi.query": [*TIMEOUT, *SMI_QUERY]}
+
+
+def _clock_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+    return {"nvsmi.query": [*TIMEOUT, *SMI_QUERY], ENGINE: _engine_cmd(cfg)}
 
 
 def _driver_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
@@ -113,6 +162,9 @@ DRIVER = Check("driver", 1, "CUDA-13 driver, same on every host", _driver_cmds, 
 #
 # Rule (observe only, no load probe): a rank is *loaded* when its GPU reports >= 5 % utilisation or a
 # performance state P0-P2; otherwise it is idle (P8, near 0 %), where low clocks are normal.
+# A rank whose GPU this cockpit's running engine holds sits in P0 at an idle clock between requests: it
+# counts as loaded only by utilisation (>= 5 %), and below that it passes as in use and is left out of
+# the comparison (an engine's idle clock says nothing about a latched one).
 #  - loaded: FAIL if clocks.sm < 50 % of clocks.max.sm, or < 70 % of the median of the other loaded ranks
 #    (the reported slow state: 630-950 MHz where a healthy GB10 runs 2.2-2.4 GHz under load);
 #  - idle: FAIL if clocks.sm sits in the reported latched band (600-1000 MHz) while the other idle ranks
@@ -168,14 +220,33 @@ def _judge_clock(f: dict[str, object], peers: list[dict[str, object]]) -> tuple[
     return Verdict.WARN, f"idle at {sm} MHz, inside the reported latched band, no idle peer to compare"
 
 
+def _clock_outcome(f: dict[str, object], verdict: Verdict, why: str, in_use: str) -> Outcome:
+    """The clocks outcome of one rank; `in_use` is the in-use value when this cockpit's engine holds the
+    GPU (a pass then shows it, with the reading as detail)."""
+    facts = {"clock": f, "in_use": in_use} if in_use else {"clock": f}
+    if verdict is Verdict.PASS:
+        if in_use:
+            return Outcome(verdict, in_use, "", _clock_value(f), facts)
+        return Outcome(verdict, _clock_value(f), "", why, facts)
+    detail = f"{why}; {in_use}" if in_use else why
+    return Outcome(verdict, _clock_value(f), CLOCK_REMEDY, detail, facts)
+
+
 def _clocks(p: Probe) -> Outcome:
     row = _gpu_row(p)
     facts = _clock_facts(row) if row else None
     if facts is None:
         return Outcome(Verdict.UNKNOWN, "no SM clock reading (see the gpu check)", "fix the gpu check first")
+    engine = engine_in_use(p)
+    if engine is not None:
+        in_use = in_use_value(p, engine)
+        util = facts.get("util")
+        if not (isinstance(util, int) and util >= LOADED_UTIL):
+            return Outcome(Verdict.PASS, in_use, detail=_clock_value(facts), facts={"in_use": in_use})
+        verdict, why = _judge_clock(facts, [])   # generating: a latched clock is still a finding
+        return _clock_outcome(facts, verdict, why, in_use)
     verdict, why = _judge_clock(facts, [])
-    return Outcome(verdict, _clock_value(facts), CLOCK_REMEDY if verdict is not Verdict.PASS else "", why,
-                   facts={"clock": facts})
+    return _clock_outcome(facts, verdict, why, "")
 
 
 def _compare_clocks(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int, Outcome]:
@@ -184,13 +255,13 @@ def _compare_clocks(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[in
     for rank, f in facts.items():
         verdict, why = _judge_clock(f, [v for r, v in facts.items() if r != rank])
         o = outcomes[rank]
-        if verdict is not o.verdict or why != o.detail:
-            changed[rank] = Outcome(verdict, o.value, CLOCK_REMEDY if verdict is not Verdict.PASS else "",
-                                    why, o.facts)
+        now = _clock_outcome(f, verdict, why, str(o.facts.get("in_use") or ""))
+        if now != o:
+            changed[rank] = now
     return changed
 
 
-CLOCKS = Check("clocks", 1, "SM clocks not latched low", _gpu_cmds, _clocks, compare=_compare_clocks)
+CLOCKS = Check("clocks", 1, "SM clocks not latched low", _clock_cmds, _clocks, compare=_compare_clocks)
 
 
 # ---- memory ------------------------------------------------------------------------------------------
@@ -206,6 +277,9 @@ def _mem(p: Probe) -> Outcome:
     value = f"MemAvailable {avail / gib:.1f} GiB of {info.get('MemTotal', 0) / gib:.1f} GiB"
     if avail >= need:
         return Outcome(Verdict.PASS, value)
+    engine = engine_in_use(p)
+    if engine is not None:   # the engine holds the memory it needs: the guard is for a launch, not this
+        return Outcome(Verdict.PASS, in_use_value(p, engine), detail=value)
     return Outcome(Verdict.FAIL, f"{value} (needs ≥ {need / gib:.0f} GiB)",
                    "free memory before launch: find what holds it (`free -g`, `ps aux --sort=-rss | head`, "
                    "`nvidia-smi --query-compute-apps=pid,used_memory --format=csv`) and stop it if it is "
@@ -213,7 +287,7 @@ def _mem(p: Probe) -> Outcome:
 
 
 MEMORY = Check("memory", 1, "MemAvailable before launch",
-               lambda cfg, r: {"meminfo": ["cat", "/proc/meminfo"]}, _mem)
+               lambda cfg, r: {"meminfo": ["cat", "/proc/meminfo"], ENGINE: _engine_cmd(cfg)}, _mem)
 
 
 # ---- docker ------------------------------------------------------------------------------------------
@@ -293,7 +367,8 @@ IMAGE = Check("image", 3, "runtime image ID, same everywhere", _image_cmds, _ima
 
 def _container_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
     return {"docker.info": DOCKER_INFO,
-            "docker.ps": [*TIMEOUT, "docker", "ps", "-a", "--format", "{{json .}}"]}
+            "docker.ps": [*TIMEOUT, "docker", "ps", "-a", "--format", "{{json .}}"],
+            ENGINE: _engine_cmd(cfg)}
 
 
 def _container(p: Probe) -> Outcome:
@@ -304,11 +379,25 @@ def _container(p: Probe) -> Outcome:
     row = dk.ps_named(p.output("docker.ps"), name)
     if row is None:
         return Outcome(Verdict.PASS, f"no container named {name}")
+    state = named_container(p)
+    if state is not None and state.running and started_here(p, state):
+        return Outcome(Verdict.PASS, in_use_value(p, state),
+                       detail=f"{row.status}, image {row.image or '?'}; started by this cockpit",
+                       facts={"container": asdict(row), "owner": "cockpit"})
     value = f"{name} exists: {row.state or '?'} ({row.status}), image {row.image or '?'}"
+    owner = None if state is None else ("cockpit" if started_here(p, state) else "by hand")
+    if owner is not None:
+        value += ", started by this cockpit" if owner == "cockpit" else ", not started by this cockpit"
+    facts = {"container": asdict(row), "owner": owner}
+    if state is not None and owner == "cockpit" and state.exited:
+        return Outcome(Verdict.FAIL, value,
+                       f"a stopped {name} this cockpit started: `r37-cockpit launch --replace-stopped` "
+                       "archives its log, then removes that container (by its ID) and launches; inspect it "
+                       f"first if you need to (`docker logs --tail 100 {name}`)", facts=facts)
     return Outcome(Verdict.FAIL, value,
                    f"the launcher refuses an existing {name}: inspect it (`docker inspect {name}`, "
                    f"`docker logs --tail 100 {name}`) and stop or remove it yourself if it is stale — "
-                   "the cockpit never removes containers", facts={"container": asdict(row)})
+                   "the cockpit never removes a container it did not start", facts=facts)
 
 
 CONTAINER = Check("container", 6, "no leftover container", _container_cmds, _container)
@@ -340,11 +429,15 @@ def _ports(p: Probe) -> Outcome:
     ports = " and ".join(str(x) for x in want)
     if not busy:
         return Outcome(Verdict.PASS, f"ports {ports} free")
+    engine = engine_in_use(p)
+    if engine is not None:   # the engine runs with host networking: these are its own listeners
+        return Outcome(Verdict.PASS, in_use_value(p, engine), detail="listening: " + ", ".join(busy))
     return Outcome(Verdict.FAIL, "in use: " + ", ".join(busy),
                    "something already listens there (see `sudo ss -ltnp`): stop it if it is yours, or choose "
                    "other ports in [cluster]; the cockpit never stops a model it did not start")
 
 
-PORTS = Check("ports", 6, "API and coordination ports free on rank 0", lambda cfg, r: {"ss": ["ss", "-Hltn"]},
-              _ports, applies=lambda cfg, r: r == 0)
+PORTS = Check("ports", 6, "API and coordination ports free on rank 0",
+              lambda cfg, r: {"ss": ["ss", "-Hltn"], ENGINE: _engine_cmd(cfg)}, _ports,
+              applies=lambda cfg, r: r == 0)
 

@@ -1,13 +1,14 @@
 """Run the preflight: every host in parallel, all of a host's reads framed in one command on its one SSH
 connection (probes that may time out on channels of their own), results streamed as they arrive, then the
-comparisons across hosts. Observes only: every command here reads."""
+comparisons across hosts. Observes only: every command here reads. The launch ledger (on this machine)
+tells the checks which containers this cockpit started, so its own running engine is not a finding."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, Host, HostUnavailable
@@ -26,6 +27,7 @@ from cockpit.recipe.checks import (
     Probe,
     Verdict,
 )
+from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.parsers import Section, split_sections
 
 BATCH_TIMEOUT = 90.0
@@ -62,6 +64,11 @@ def select(only: Iterable[str] | None) -> list[Check]:
     return [c for c in CHECKS if c.id in wanted]
 
 
+def launched_ids(cfg: ClusterConfig) -> dict[int, str]:
+    """Rank -> full ID of the container this cockpit last launched there (the launch ledger)."""
+    return {rank: rec.container_id for rank, rec in Ledger(cfg).records().items() if rec.container_id}
+
+
 def plan(cfg: ClusterConfig, checks: Sequence[Check], ranks: Sequence[int]) -> dict[int, list[Check]]:
     return {r: [c for c in checks if c.applies(cfg, r)] for r in ranks}
 
@@ -95,9 +102,10 @@ class _Run:
     """State of one preflight run: what each rank ran and how every check judged it."""
 
     def __init__(self, fleet: Fleet, cfg: ClusterConfig, todo: dict[int, list[Check]],
-                 connect_timeout: float):
+                 connect_timeout: float, launched: Mapping[int, str]):
         self.fleet, self.cfg, self.todo = fleet, cfg, todo
         self.connect_timeout = connect_timeout
+        self.launched = launched
         self.marker = f"@@r37-preflight-{secrets.token_hex(4)}"
         self.queue: asyncio.Queue[CheckResult | None] = asyncio.Queue()
         self.outcomes: dict[tuple[str, int], Outcome] = {}
@@ -158,7 +166,7 @@ class _Run:
             for res in results:
                 secs.update(split_sections(res.stdout + res.stderr, self.marker))
         self.sections.setdefault(host.rank, {}).update(secs)
-        probe = Probe(self.cfg, host.rank, secs)
+        probe = Probe(self.cfg, host.rank, secs, self.launched)
         for c in checks:
             self.emit(c, host.rank, _evaluate(c, probe), secs)
 
@@ -179,7 +187,7 @@ class _Run:
             return
         secs = {s.label: s for s in got}
         self.sections.setdefault(host.rank, {}).update(secs)
-        self.emit(check, host.rank, _evaluate(check, Probe(self.cfg, host.rank, secs)), secs)
+        self.emit(check, host.rank, _evaluate(check, Probe(self.cfg, host.rank, secs, self.launched)), secs)
 
     def compare(self, checks: list[Check], previous: dict[tuple[str, int], CheckResult]) -> list[CheckResult]:
         out = []
@@ -215,10 +223,12 @@ class _Run:
 
 async def run_preflight(fleet: Fleet, cfg: ClusterConfig, *, only: Iterable[str] | None = None,
                         ranks: Iterable[int] | None = None, previous: Iterable[CheckResult] = (),
-                        connect_timeout: float | None = None) -> AsyncIterator[PreflightEvent]:
+                        connect_timeout: float | None = None,
+                        launched: Mapping[int, str] | None = None) -> AsyncIterator[PreflightEvent]:
     """Yield PreflightStarted, then CheckResult events as hosts answer (a later result for the same check
     and rank replaces an earlier one: `final=False` ones may be refined by the comparison across hosts),
-    then PreflightFinished. `previous` results of ranks not run now take part in those comparisons."""
+    then PreflightFinished. `previous` results of ranks not run now take part in those comparisons.
+    `launched` (rank -> full container ID this cockpit started) defaults to the launch ledger's records."""
     started = time.monotonic()
     checks = select(only)
     chosen = sorted(set(ranks) if ranks is not None else set(cfg.ranks))
@@ -226,7 +236,9 @@ async def run_preflight(fleet: Fleet, cfg: ClusterConfig, *, only: Iterable[str]
     yield PreflightStarted(tuple(CheckInfo(c.id, c.step, c.title, tuple(r for r in chosen if c in todo[r]))
                                  for c in checks), tuple(chosen))
     wait = connect_timeout if connect_timeout is not None else cfg.ssh.connect_timeout + 2
-    run = _Run(fleet, cfg, todo, wait)
+    if launched is None:
+        launched = launched_ids(cfg)
+    run = _Run(fleet, cfg, todo, wait, launched)
     latest: dict[tuple[str, int], CheckResult] = {}
     tasks = [asyncio.create_task(run.host(r), name=f"preflight-{r}") for r in chosen]
     try:

@@ -56,7 +56,7 @@ def expand_jobs(name: str) -> list[str]:
     if name == "all":
         return list(JOBS)
     if name not in JOBS:
-        raise SetupError(f"unknown setup job {name!r} (jobs: {', '.join(JOBS)}, all)")
+        raise SetupError(f"unknown setup job {name!r} (jobs: {', '.join(JOBS)}, all)", config_error=True)
     return [name]
 
 
@@ -74,7 +74,7 @@ def resolve_revision(cfg: ClusterConfig, *, online: bool = True, timeout: float 
            "(every host must download the same one)")
     if not online:
         raise SetupError(f"offline: cannot resolve revision {wanted!r} of {cfg.model.repo} to a commit; "
-                         f"{pin}")
+                         f"{pin}", config_error=True)
     try:
         from huggingface_hub import HfApi
     except ImportError:
@@ -119,7 +119,7 @@ async def plan_setup(fleet: Fleet, cfg: ClusterConfig, jobs: Sequence[str], *,
     chosen = sorted(set(ranks) if ranks is not None else set(cfg.ranks))
     unknown = sorted(set(chosen) - set(cfg.ranks))
     if unknown:
-        raise SetupError(f"no host has rank {', '.join(map(str, unknown))}")
+        raise SetupError(f"no host has rank {', '.join(map(str, unknown))}", config_error=True)
     if "checkpoint" in jobs and revision is None:
         pinned = cfg.model.revision
         if not cfg.model.shared_readonly:
@@ -143,7 +143,7 @@ async def plan_setup(fleet: Fleet, cfg: ClusterConfig, jobs: Sequence[str], *,
         for rank in chosen:
             got = seen[rank]
             if isinstance(got, str):
-                per[rank] = RankPlan(job, rank, refused=got)
+                per[rank] = RankPlan(job, rank, refused=got, unreachable=True)
                 continue
             ctx = PlanContext(cfg, rank, revision, overwrite_env)
             per[rank] = spec.plan(ctx, Probe(cfg, rank, got))
@@ -250,7 +250,7 @@ class SetupRun:
     async def _rank_steps(self, job: str, rp: RankPlan, facts: dict[str, Any]) -> RankDone:
         rank = rp.rank
         if rp.refused:
-            return RankDone(job, rank, RankState.REFUSED, rp.refused)
+            return RankDone(job, rank, RankState.FAILED if rp.unreachable else RankState.REFUSED, rp.refused)
         if not rp.steps:
             return RankDone(job, rank, RankState.SKIPPED, rp.done)
         host = self.fleet[rank]

@@ -348,7 +348,8 @@ def _plan_env(ctx: PlanContext, probe: Probe) -> RankPlan:
         if not ctx.overwrite_env:
             return RankPlan("env", rank, note=diff, refused=(
                 f"{path} differs from cluster.toml (diff shown); nothing replaced — review the diff and "
-                "re-run with --overwrite-env to replace it, or fix cluster.toml"))
+                f"replace it with `r37-cockpit setup env --rank {rank} --overwrite-env`, or fix "
+                "cluster.toml"))
         sha = hashlib.sha256(have.encode()).hexdigest()
         cmd = write_stdin_atomic(path, replace_sha256=sha)
         step = Step("replace", cmd, shown=(f"{cmd.line}   {what}",), input=want, check=_write_check(path))

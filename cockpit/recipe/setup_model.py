@@ -22,7 +22,13 @@ JOB_TITLES = {
 
 
 class SetupError(Exception):
-    """Setup cannot be planned at all (e.g. no pinned revision while offline): one clear sentence."""
+    """Setup cannot be planned at all (e.g. no pinned revision while offline): one clear sentence.
+    `config_error`: what was asked cannot be done with this config and these options (fix them), as
+    opposed to a failure on the way (the hub not answering)."""
+
+    def __init__(self, message: str, *, config_error: bool = False):
+        super().__init__(message)
+        self.config_error = config_error
 
 
 @dataclass(frozen=True)
@@ -60,7 +66,8 @@ class Step:
 
 @dataclass(frozen=True)
 class RankPlan:
-    """What a job will do on one rank: steps, or nothing (`done` says why), or a refusal."""
+    """What a job will do on one rank: steps, or nothing (`done` says why), or a refusal. A host that
+    could not be read at all is `unreachable` (its `refused` says why): a failure, not a refusal."""
 
     job: str
     rank: int
@@ -68,10 +75,17 @@ class RankPlan:
     done: str = ""
     refused: str = ""
     note: str = ""                     # shown with the plan (e.g. the diff of a cluster.env to replace)
+    unreachable: bool = False
 
     @property
     def state(self) -> str:
-        return "refused" if self.refused else ("run" if self.steps else "skip")
+        if self.refused:
+            return "failed" if self.unreachable else "refused"
+        return "run" if self.steps else "skip"
+
+    @property
+    def refusal_label(self) -> str:
+        return "FAILED" if self.unreachable else "REFUSED"
 
 
 Finalize = Callable[[dict[int, dict[str, Any]]], dict[int, str]]
@@ -114,7 +128,7 @@ class SetupPlan:
             for rank in sorted(jp.ranks):
                 rp = jp.ranks[rank]
                 if rp.refused:
-                    out.append(f"rank {rank} {jp.job}: REFUSED: {rp.refused}")
+                    out.append(f"rank {rank} {jp.job}: {rp.refusal_label}: {rp.refused}")
                 elif not rp.steps:
                     out.append(f"rank {rank} {jp.job}: nothing to do: {rp.done}")
                 if rp.note:

@@ -128,11 +128,18 @@ async def test_refusals_engram_not_empty_and_env_differs(fresh_demo_cluster: Sim
         assert left.stdout.split() == ["model-00047-of-00048.safetensors.partial"]
 
     no = cli(sim, "env", "--rank", "3", "--yes")
-    assert no.returncode == 1
+    assert no.returncode == 3                 # refused by a guard: the exit-code table's "refused"
     assert "rank 3" in no.stdout and "differs from cluster.toml" in no.stdout
     assert "+IB_GID_INDEX=3" in no.stdout
+    # the refusal quotes the command that replaces it, with the --config this command was given
+    assert f"`r37-cockpit --config {sim.config_path} setup env --rank 3 --overwrite-env`" \
+        in no.stdout, no.stdout
     declined = cli(sim, "env", "--rank", "3", "--overwrite-env", stdin="n\n")
-    assert declined.returncode == 1 and "nothing was run" in declined.stdout
+    assert declined.returncode == 3 and "nothing was run" in declined.stdout
+    silent = cli(sim, "env", "--rank", "3", "--overwrite-env")      # no answer on stdin: not confirmed
+    assert silent.returncode == 3 and "add --yes" in silent.stdout
+    bad = cli(sim, "env", "--rank", "7", "--yes")
+    assert bad.returncode == 2 and "no host has rank 7" in bad.stderr
     yes = cli(sim, "env", "--rank", "3", "--overwrite-env", "--json", stdin="y\n")
     assert yes.returncode == 0, yes.stdout + yes.stderr
     doc = json.loads(yes.stdout)

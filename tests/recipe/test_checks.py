@@ -16,13 +16,14 @@ from cockpit.recipe.preflight import CHECKS
 GIB = 1 << 30
 
 
-def probe(cfg: ClusterConfig, rank: int, **outputs: str | tuple[str, int]) -> Probe:
+def probe(cfg: ClusterConfig, rank: int, launched: dict[int, str] | None = None,
+          **outputs: str | tuple[str, int]) -> Probe:
     secs = {}
     for label, out in outputs.items():
         text, status = out if isinstance(out, tuple) else (out, 0)
         label = label.replace("__", ".")
         secs[label] = P.Section(label, text, status)
-    return Probe(cfg, rank, secs)
+    return Probe(cfg, rank, secs, launched or {})
 
 
 def smi(sm: int, util: int, pstate: str, mx: int = 3003) -> str:
@@ -376,3 +377,139 @@ def test_grouping_is_clush_style() -> None:
     ]
     assert rows[3].value == "10.0.0.0 (rank 0; others alike)"
     assert ranks_text([0, 1, 2, 3]) == "0-3" and ranks_text([3, 0, 2]) == "0,2-3"
+
+
+# ---- the engine this cockpit launched: clocks, memory, container and ports ------------------------------
+
+OURS = "d4013f9d39ad" + "6e2a4d73" * 6 + "e98f"
+THEIRS = "5f0c1a2b3c4d" + "0badc0de" * 6 + "beef"
+NAME = "ds41_r37"
+IN_USE = f"in use by the running {NAME} ({OURS[:12]})"
+BUSY_SS = "LISTEN 0 4096 0.0.0.0:29543 0.0.0.0:*\nLISTEN 0 4096 0.0.0.0:8000 0.0.0.0:*\n"
+LOW_MEM = f"MemTotal: {122 * GIB // 1024} kB\nMemAvailable: {17 * GIB // 1024} kB\n"
+
+
+def inspected(cid: str, running: bool = True, name: str = NAME) -> str:
+    """`docker container inspect --format '{{json .}}' NAME` of one container."""
+    state = {"Status": "running" if running else "exited", "Running": running,
+             "ExitCode": 0 if running else 137}
+    return json.dumps({"Id": cid, "Name": "/" + name, "State": state,
+                       "Config": {"Image": "local/ds41-r37-spark:runtime"}}) + "\n"
+
+
+NO_SUCH = (f"[]\nError: No such container: {NAME}", 1)
+
+
+def ps_line(state: str, status: str) -> str:
+    return json.dumps({"ID": OURS[:12], "Names": NAME, "State": state, "Status": status,
+                       "Image": "local/ds41-r37-spark:runtime"}) + "\n"
+
+
+def test_the_engine_checks_share_one_read_of_the_container(fixed_config: ClusterConfig) -> None:
+    cfg = fixed_config
+    mine = [H.CLOCKS, H.MEMORY, H.CONTAINER, H.PORTS]
+    lines = {c.id: c.command_lines(cfg, 0)[H.ENGINE] for c in mine}
+    assert len(set(lines.values())) == 1 and f"docker container inspect --format '{{{{json .}}}}' {NAME}" \
+        in lines["clocks"]
+    batch: dict[str, object] = {}
+    for c in CHECKS:      # what preflight frames into the host's one command: one read per label
+        batch.update(c.commands(cfg, 0))
+    assert sum(1 for label in batch if label == H.ENGINE) == 1
+
+
+def test_clocks_of_this_cockpits_engine_pass_as_in_use(fixed_config: ClusterConfig) -> None:
+    cfg = fixed_config
+    idle_p0 = smi(800, 0, "P0")     # what a loaded engine's GPU reads between requests
+    mine = {r: H.CLOCKS.evaluate(probe(cfg, r, {r: OURS}, nvsmi__query=idle_p0,
+                                       docker__container=inspected(OURS))) for r in range(4)}
+    assert {(o.verdict, o.value) for o in mine.values()} == {(Verdict.PASS, IN_USE)}
+    assert "800/3003 MHz, P0 0%" in mine[0].detail and not mine[0].remedy
+    assert H.CLOCKS.compare(cfg, mine) == {}     # left out of the comparison across ranks
+    # a rank without the engine idles in P8 next to them: still fine, and they are no idle peers of it
+    mixed = {**mine, 3: H.CLOCKS.evaluate(probe(cfg, 3, nvsmi__query=smi(208, 0, "P8"),
+                                                docker__container=NO_SUCH))}
+    assert H.CLOCKS.compare(cfg, mixed) == {}
+    # the same reading with a container this cockpit did not start: judged as today (P0 counts as loaded)
+    hand = H.CLOCKS.evaluate(probe(cfg, 0, {0: OURS}, nvsmi__query=idle_p0,
+                                   docker__container=inspected(THEIRS)))
+    assert hand.verdict is Verdict.FAIL and hand.value == "800/3003 MHz, P0 0% (loaded)"
+    assert hand.remedy == H.CLOCK_REMEDY
+    # under real load a latched clock is still a finding, engine or not
+    slow = H.CLOCKS.evaluate(probe(cfg, 1, {1: OURS}, nvsmi__query=smi(900, 93, "P0"),
+                                   docker__container=inspected(OURS)))
+    assert slow.verdict is Verdict.FAIL and "900 MHz" in slow.detail and IN_USE in slow.detail
+    fast = H.CLOCKS.evaluate(probe(cfg, 1, {1: OURS}, nvsmi__query=smi(2300, 95, "P0"),
+                                   docker__container=inspected(OURS)))
+    assert (fast.verdict, fast.value) == (Verdict.PASS, IN_USE) and "2300/3003 MHz" in fast.detail
+    loaded = {r: H.CLOCKS.evaluate(probe(cfg, r, {r: OURS}, nvsmi__query=smi(2300, 95, "P0"),
+                                         docker__container=inspected(OURS))) for r in range(4)}
+    loaded[2] = H.CLOCKS.evaluate(probe(cfg, 2, {2: OURS}, nvsmi__query=smi(1550, 95, "P0"),
+                                        docker__container=inspected(OURS)))
+    changed = H.CLOCKS.compare(cfg, loaded)
+    assert set(changed) == {2} and changed[2].verdict is Verdict.FAIL and "loaded peers" in changed[2].detail
+
+
+def test_memory_held_by_this_cockpits_engine_passes_as_in_use(fixed_config: ClusterConfig) -> None:
+    cfg = fixed_config
+
+    def mem(launched: dict[int, str], container: str | tuple[str, int]) -> Outcome:
+        return H.MEMORY.evaluate(probe(cfg, 2, launched, meminfo=LOW_MEM, docker__container=container))
+
+    ours = mem({2: OURS}, inspected(OURS))
+    assert (ours.verdict, ours.value) == (Verdict.PASS, IN_USE) and "17.0 GiB" in ours.detail
+    for launched, container in (({2: OURS}, inspected(THEIRS)),        # launched by hand
+                                ({}, inspected(OURS)),                  # ledger emptied
+                                ({1: OURS}, inspected(OURS)),           # another rank's record
+                                ({2: OURS}, inspected(OURS, running=False)),   # ours, but it exited
+                                ({2: OURS}, NO_SUCH),
+                                ({2: OURS}, ("Cannot connect to the Docker daemon", 1))):
+        o = mem(launched, container)
+        assert o.verdict is Verdict.FAIL and "needs ≥ 100 GiB" in o.value, (launched, container)
+
+
+def test_container_of_this_cockpit_running_passes_others_are_named(fixed_config: ClusterConfig) -> None:
+    cfg = fixed_config
+
+    def container(launched: dict[int, str], ps: str, inspect: str | tuple[str, int]) -> Outcome:
+        return H.CONTAINER.evaluate(probe(cfg, 1, launched, docker__info=DOCKER_OK, docker__ps=ps,
+                                          docker__container=inspect))
+
+    up = ps_line("running", "Up 3 minutes")
+    ours = container({1: OURS}, up, inspected(OURS))
+    assert (ours.verdict, ours.value) == (Verdict.PASS, IN_USE) and "started by this cockpit" in ours.detail
+    hand = container({1: OURS}, up, inspected(THEIRS))
+    assert hand.verdict is Verdict.FAIL
+    assert hand.value == f"{NAME} exists: running (Up 3 minutes), image local/ds41-r37-spark:runtime, " \
+                         "not started by this cockpit"
+    assert "never removes" in hand.remedy and hand.facts["owner"] == "by hand"
+    emptied = container({}, up, inspected(OURS))
+    assert emptied.verdict is Verdict.FAIL and "not started by this cockpit" in emptied.value
+    exited = container({1: OURS}, ps_line("exited", "Exited (137) 2 hours ago"),
+                       inspected(OURS, running=False))
+    assert exited.verdict is Verdict.FAIL and exited.value.endswith(", started by this cockpit")
+    assert "`r37-cockpit launch --replace-stopped`" in exited.remedy   # the one way it is cleared
+    assert "--replace-stopped" not in hand.remedy and "--replace-stopped" not in emptied.remedy
+    # Docker answered ps but not inspect: nothing is claimed about who started it
+    unsure = container({1: OURS}, up, ("error during connect", 1))
+    assert unsure.verdict is Verdict.FAIL and "started by" not in unsure.value
+    # a container whose name merely contains the launch's name is not the launch's container
+    other = container({1: OURS}, ps_line("running", "Up 1 minute"), inspected(OURS, name="ds41_r37_old"))
+    assert other.verdict is Verdict.FAIL and "not started" not in other.value
+
+
+def test_ports_held_by_this_cockpits_engine_pass_as_in_use(fixed_config: ClusterConfig) -> None:
+    cfg = fixed_config
+    ours = H.PORTS.evaluate(probe(cfg, 0, {0: OURS}, ss=BUSY_SS, docker__container=inspected(OURS)))
+    assert (ours.verdict, ours.value) == (Verdict.PASS, IN_USE)
+    assert "0.0.0.0:8000 (API)" in ours.detail and "0.0.0.0:29543 (coordination)" in ours.detail
+    hand = H.PORTS.evaluate(probe(cfg, 0, {0: OURS}, ss=BUSY_SS, docker__container=inspected(THEIRS)))
+    assert hand.verdict is Verdict.FAIL and hand.value.startswith("in use: 0.0.0.0:29543")
+    free = H.PORTS.evaluate(probe(cfg, 0, {0: OURS}, ss="", docker__container=inspected(OURS)))
+    assert (free.verdict, free.value) == (Verdict.PASS, "ports 8000 and 29543 free")
+
+
+def test_in_use_rows_of_every_rank_group_into_one() -> None:
+    ids = [OURS[:12], "1aa306c7b536", "8e9c5781abea", "a9e495df09b0"]
+    rows = group_results([result("memory", r, Verdict.PASS, f"in use by the running {NAME} ({ids[r]})")
+                          for r in range(4)])
+    assert [(r.ranks, r.value) for r in rows] == [((0, 1, 2, 3), f"{IN_USE} (rank 0; others alike)")]

@@ -5,6 +5,7 @@ raw output per rank and the remedy. Re-run one check, one host, or all. Observes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.text import Text
 from textual import work
@@ -26,6 +27,7 @@ from cockpit.recipe.checks import (
     ranks_text,
 )
 from cockpit.recipe.preflight import CHECKS, run_preflight
+from cockpit.remedy import cockpit_remedy
 from cockpit.tui.context import CockpitContext
 
 STYLE = {Verdict.PASS: "green", Verdict.WARN: "bold yellow", Verdict.FAIL: "bold red",
@@ -33,16 +35,6 @@ STYLE = {Verdict.PASS: "green", Verdict.WARN: "bold yellow", Verdict.FAIL: "bold
 LABEL = {Verdict.PASS: "pass", Verdict.WARN: "WARN", Verdict.FAIL: "FAIL", Verdict.UNKNOWN: "unknown"}
 COLUMNS = ("step", "check", "result", "ranks", "observed")
 ORDER = {c.id: i for i, c in enumerate(CHECKS)}
-
-
-@dataclass(frozen=True)
-class PreflightSummary:
-    """What the pane publishes as `ctx.facts["preflight"]` (the launch gate reads it)."""
-
-    running: bool
-    ok: bool                              # no check failed (and the run finished)
-    failed: tuple[tuple[str, int], ...]   # (check id, rank)
-    results: tuple[CheckResult, ...]
 
 
 class PreflightDetail(ModalScreen[None]):
@@ -55,10 +47,11 @@ class PreflightDetail(ModalScreen[None]):
                                        padding: 0 1; }
     """
 
-    def __init__(self, row: GroupRow, results: list[CheckResult]):
+    def __init__(self, row: GroupRow, results: list[CheckResult], config_path: Path | None = None):
         super().__init__()
         self.row = row
         self.results = results
+        self.config_path = config_path     # remedies quote cockpit commands with --config when needed
 
     def compose(self) -> ComposeResult:
         text = Text()
@@ -71,7 +64,7 @@ class PreflightDetail(ModalScreen[None]):
                 text.append(f"  {r.detail}\n", style="dim")
             if r.remedy:
                 text.append("  remedy: ", style="bold")
-                text.append(f"{r.remedy}\n")
+                text.append(f"{cockpit_remedy(r.remedy, self.config_path)}\n")
             if r.raw:
                 text.append(r.raw + "\n", style="dim")
         with VerticalScroll():
@@ -139,10 +132,9 @@ class PreflightPane(Vertical):
             self._publish()
 
     def _publish(self) -> None:
-        results = tuple(sorted(self.results.values(), key=lambda r: (ORDER.get(r.check, 99), r.rank)))
-        failed = tuple((r.check, r.rank) for r in results if r.verdict is Verdict.FAIL)
-        self.ctx.publish("preflight", PreflightSummary(self.running, self.finished and not failed and
-                                                       not self.running, failed, results))
+        """The launch gate reads this cockpit's latest preflight from the context."""
+        results = sorted(self.results.values(), key=lambda r: (ORDER.get(r.check, 99), r.rank))
+        self.ctx.set_preflight(results, running=self.running or not self.finished)
 
     def _show(self) -> None:
         table = self.query_one(DataTable)
@@ -201,7 +193,8 @@ class PreflightPane(Vertical):
         row = self._selected()
         if row is None:
             return
-        self.app.push_screen(PreflightDetail(row, [self.results[(row.check, r)] for r in row.ranks]))
+        self.app.push_screen(PreflightDetail(row, [self.results[(row.check, r)] for r in row.ranks],
+                                             self.ctx.config_path))
 
     def start(self, only: list[str] | None = None, ranks: list[int] | None = None) -> None:
         """Run (part of) the preflight in a worker; results of other checks/ranks stay as they were."""

@@ -31,6 +31,7 @@ from cockpit.recipe.setup_model import (
     StepProgress,
     StepStarted,
 )
+from cockpit.remedy import cockpit_remedy
 from cockpit.tui.confirm import ConfirmCommands, ConfirmResult
 from cockpit.tui.context import CockpitContext
 
@@ -174,6 +175,10 @@ class SetupPane(Vertical, can_focus=True):
         causes.display = bool(why.plain)
         self.query_one("#setup-status", Static).update(self._status())
 
+    def _fix(self, text: str) -> str:
+        """A message with its quoted cockpit commands made to work with this config (`--config`)."""
+        return cockpit_remedy(text, self.ctx.config_path)
+
     def _causes(self) -> Text:
         """Why each rank that is not ok stopped (full text: the table only has room for the state)."""
         text = Text()
@@ -184,7 +189,7 @@ class SetupPane(Vertical, can_focus=True):
                         text.append("\n")
                     style = STATE_STYLE.get(o.state.value, "")
                     text.append(f"rank {rank} {o.job} {o.state.value}: ", style=style)
-                    text.append(o.message)
+                    text.append(self._fix(o.message))
         return text
 
     def _status(self) -> Text:
@@ -229,9 +234,10 @@ class SetupPane(Vertical, can_focus=True):
             row = self.rows.setdefault(event.rank, RankRow(event.rank))
             row.outcomes[event.job] = event
             row.job, row.state, row.message = event.job, event.state.value, event.message
-            log.write_line(f"[{event.rank} {event.job}] {event.state.value}: {event.message}")
+            log.write_line(f"[{event.rank} {event.job}] {event.state.value}: {self._fix(event.message)}")
         elif isinstance(event, SetupFinished):
             self.running, self.final = False, event
+            self.ctx.setup_finished()       # a preflight from before this job is stale now
             bad = [o for o in event.outcomes if not o.ok]
             for o in bad:
                 row = self.rows.setdefault(o.rank, RankRow(o.rank))
@@ -310,21 +316,21 @@ class SetupPane(Vertical, can_focus=True):
     def on_setup_pane_planned(self, message: SetupPane.Planned) -> None:
         log = self.query_one("#setup-log", Log)
         if message.plan is None:
-            self.note(f"cannot plan: {message.error}", "bold red")
+            self.note(f"cannot plan: {self._fix(message.error)}", "bold red")
             return
         plan = self.plan = message.plan
+        notes = [self._fix(text) for text in plan.notes()]
         log.write_line(f"== plan: {', '.join(jp.job for jp in plan.jobs)}")
         for label, line in plan.commands():
             log.write_line(f"[{label}] $ {line}")
-        for text in plan.notes():
+        for text in notes:
             log.write_line(text)
         if not message.confirm:
             self.note("plan shown in the log (s to start)", "dim")
             return
         if not plan.runs_anything:
-            self.note("nothing to run: " + ("; ".join(plan.notes()) or "every host is complete"), "cyan")
+            self.note("nothing to run: " + ("; ".join(notes) or "every host is complete"), "cyan")
             return
-        notes = plan.notes()
         screen = ConfirmCommands(f"Run setup {self.job} with these commands (per host)?", plan.commands(),
                                  note=("confirming also REPLACES any cluster.env whose diff is shown\n"
                                        if any(jp.job == "env" and any(rp.note for rp in jp.ranks.values())
