@@ -15,7 +15,19 @@ import sys
 import time
 from typing import Any
 
-from cockpit.cli.common import CliError, add_json, load, print_json, run_async, table
+from cockpit.cli.common import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    CliError,
+    add_json,
+    load,
+    print_json,
+    remedy,
+    run_async,
+    table,
+)
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostUnavailable
 from cockpit.recipe import launch as L
@@ -25,8 +37,6 @@ from cockpit.recipe.phases import PHASES, Phase
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import execute_replace
 from cockpit.recipe.stop import execute_stop, plan_stop
-
-EXIT_REFUSED = 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -86,10 +96,14 @@ def _confirm(question: str) -> bool:
 
 
 def _say(args: argparse.Namespace, text: str, data: dict[str, Any]) -> None:
+    """One line of output (text, or a JSON object with `--json`); quoted cockpit commands in it carry the
+    `--config` this command was given when that is not the default."""
     if args.json:
+        if isinstance(data.get("remedy"), str):
+            data = {**data, "remedy": remedy(args, data["remedy"])}
         print_json_line(data)
     else:
-        print(text, flush=True)
+        print(remedy(args, text), flush=True)
 
 
 def print_json_line(data: dict[str, Any]) -> None:
@@ -161,7 +175,7 @@ def run_launch(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         else:
             print("interrupted before any container was started", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[int, str]) -> int:
@@ -175,8 +189,8 @@ async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[in
         bad = [d for d in dry.values() if not d.ok]
         if bad:
             ranks = ", ".join(str(d.rank) for d in bad)
-            raise CliError(f"the dry run failed on rank {ranks}: fix that first (is the recipe downloaded "
-                           "and cluster.env written?)", EXIT_REFUSED)
+            raise CliError(f"the dry run failed on rank {ranks}: fix that first (`r37-cockpit setup recipe`, "
+                           "then `r37-cockpit setup env`)", EXIT_REFUSED)
         try:
             async with ClusterLock(fleet, cfg, "launch") as lock:
                 if lock.warning:
@@ -257,10 +271,15 @@ def run_status(args: argparse.Namespace) -> int:
     _, cfg = load(args)
     report = run_async(_status(cfg, args.watch_engine))
     if args.json:
-        print_json(report.to_dict())
+        data = report.to_dict()
+        data["verdict"]["remedy"] = remedy(args, data["verdict"]["remedy"])
+        for r in data["ranks"]:
+            if r["failure"]:
+                r["failure"]["remedy"] = remedy(args, r["failure"]["remedy"])
+        print_json(data)
     else:
-        print(status_text(report, cfg))
-    return 0 if report.ok else 1
+        print(remedy(args, status_text(report, cfg)))
+    return EXIT_OK if report.ok else EXIT_FAILURE
 
 
 async def _status(cfg: ClusterConfig, watch_engine: float = 0.0) -> L.StatusReport:
@@ -343,5 +362,5 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig) -> int:
             print_json({"plan": [i.to_dict() for i in plan], "stopped": [o.to_dict() for o in outcomes]})
         else:
             for o in outcomes:
-                print(f"rank {o.rank}: {'ok' if o.ok else 'FAILED'}: {o.message}")
-        return 0 if all(o.ok for o in outcomes) else 1
+                print(remedy(args, f"rank {o.rank}: {'ok' if o.ok else 'FAILED'}: {o.message}"))
+        return EXIT_OK if all(o.ok for o in outcomes) else EXIT_FAILURE

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from platformdirs import user_state_path
 
-from cockpit.cli.common import CliError, add_json, print_json
+from cockpit.cli.common import EXIT_FAILURE, EXIT_USAGE, CliError, add_json, print_json
 
 
 def default_dir() -> Path:
@@ -108,7 +108,9 @@ def _root(args: argparse.Namespace) -> Path:
     from cockpit.sim.cluster import host_root
     root = host_root(_dir(args), args.rank)
     if not root.is_dir():
-        raise CliError(f"no simulated host of rank {args.rank} in {_dir(args)} (is the cluster up?)")
+        if _dir(args).is_dir() and host_root(_dir(args), 0).is_dir():
+            raise CliError(f"no simulated host of rank {args.rank} in {_dir(args)}", EXIT_USAGE)
+        raise CliError(f"no simulated cluster in {_dir(args)} (is it up? `r37-cockpit sim up`)", EXIT_FAILURE)
     return root
 
 
@@ -120,7 +122,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
         try:
             faults.set_fault(root, name, args.on)
         except ValueError as exc:
-            raise CliError(str(exc), 2) from None
+            raise CliError(str(exc), EXIT_USAGE) from None
     state = ", ".join(layout.active_faults(root)) or "none"
     print(f"rank {args.rank}: faults on: {state}")
     return 0

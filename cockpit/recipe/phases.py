@@ -110,9 +110,11 @@ PHASE_RULES: tuple[PhaseRule, ...] = (
 # Loading progress: tqdm line "Loading safetensors checkpoint shards:  50% Completed | 24/48 [...]".
 PROGRESS_RULE = _re(r"Loading (?:safetensors )?checkpoint shards:.*?(\d+)/(\d+)")
 
-REMEDY_FABRIC = ("wrong HCA or GID index, or the ports are not cabled together: check IB_HCA and "
-                 "IB_GID_INDEX in cluster.env against `ibdev2netdev` and the GID table (RoCE v2, the "
-                 "fabric IP), then run your site's RDMA/NCCL test before relaunching")
+REMEDY_FABRIC = ("wrong HCA or GID index, or the ports are not cabled together: check that rank's `ib_hca` "
+                 "and `gid_index` in cluster.toml against `ibdev2netdev` and the GID table (RoCE v2, the "
+                 "fabric IP; `r37-cockpit preflight` checks both), write cluster.env again "
+                 "(`r37-cockpit setup env --overwrite-env`), then run your site's RDMA/NCCL test before "
+                 "relaunching")
 REMEDY_HEAD = ("read rank 0's log for the first failure; stop every rank (head first) before "
                "relaunching, or new workers may join the old rendezvous and hang")
 REMEDY_MEMORY = ("free unified memory first: MemAvailable must be ≥ 100 GiB on every rank (another "
@@ -140,8 +142,9 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
                 "memory; check MemAvailable on this host", 85),
     FailureRule("no-common-block-size", _re(r"No common block size"),
                 "no common KV block size across ranks",
-                "the ranks disagree on the model or attention settings: use the same image, checkpoint "
-                "and cluster.env values on every rank", 80),
+                "the ranks disagree on the model or attention settings: use the same image and checkpoint "
+                "on every rank and one cluster.toml for all (`r37-cockpit setup env --overwrite-env` "
+                "writes every rank's cluster.env from it)", 80),
     FailureRule("too-many-open-files", _re(r"Too many open files"),
                 "too many open files",
                 "raise the open-files limit for docker (the launcher passes --ulimit nofile); check the "

@@ -153,7 +153,8 @@ def judge(rank: int, name: str, state: ContainerState | None, ledger_id: str | N
                                            "yourself on that host", state.id)
     status = _quote_host(state.status) or "in an unknown state"
     if state.running or state.status in ("running", "paused", "restarting"):
-        return ReplaceItem(rank, "refuse", f"{label} is {status}: stop it first (r37-cockpit stop)", state.id)
+        return ReplaceItem(rank, "refuse", f"{label} is {status}: stop it first (`r37-cockpit stop`)",
+                           state.id)
     if not state.exited:
         return ReplaceItem(rank, "refuse", f"{label} is {status}, not exited: inspect and remove it yourself "
                                            "on that host", state.id)
@@ -359,7 +360,7 @@ async def _still_replaceable(host: Transport, rank: int, name: str, cid: str, le
         return f"rank {rank}: {name} is now another container ({state.short_id}), not the planned {short}"
     if not state.exited:
         status = _quote_host(state.status)
-        return f"rank {rank}: {name} ({short}) is {status} now: stop it first (r37-cockpit stop)"
+        return f"rank {rank}: {name} ({short}) is {status} now: stop it first (`r37-cockpit stop`)"
     if not ledger.owns(rank, cid):
         return f"rank {rank}: {name} ({short}) is no longer recorded as started by this cockpit"
     return ""

@@ -98,9 +98,9 @@ async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
     lost = [i for i in plan if i.action == "unreachable"]
     out = [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {i.reason}") for i in lost]
     if any(i.rank == 0 for i in lost) and not force:
-        out += [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: rank 0 (the head) is unreachable, so "
-                                           "the workers are left running; stop again when it answers, or "
-                                           "--force to stop the workers now") for i in todo if i.rank != 0]
+        why = ("rank 0 (the head) is unreachable, so the workers are left running; stop again when it "
+               "answers, or `r37-cockpit stop --force` to stop the workers now")
+        out += [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {why}") for i in todo if i.rank != 0]
         return sorted(out, key=lambda o: o.rank)
     ledger.mark_stop_requested([(i.rank, i.container_id) for i in todo])
     head = [i for i in todo if i.rank == 0]

@@ -292,8 +292,8 @@ async def test_tui_launch_override_stop_relaunch_and_quit_asks(fresh_demo_cluste
             if time.monotonic() - t0 > timeout:
                 pane = app.query_one(LaunchPane)
                 notice = pane.query_one("#launch-notice").render()
-                raise AssertionError(f"timed out: {pane.timeline.compute_verdict()} — {notice} — "
-                                     f"{[(r, t.condition, t.container_id) for r, t in pane.timeline.ranks.items()]}")
+                ranks = [(r, t.condition, t.container_id) for r, t in pane.timeline.ranks.items()]
+                raise AssertionError(f"timed out: {pane.timeline.compute_verdict()} — {notice} — {ranks}")
 
     async def dialog(pilot) -> ConfirmCommands:  # type: ignore[no-untyped-def]
         await until(pilot, lambda: isinstance(app.screen, ConfirmCommands), 60)
@@ -332,7 +332,7 @@ async def test_tui_launch_override_stop_relaunch_and_quit_asks(fresh_demo_cluste
 
         await pilot.press("s")
         screen = await dialog(pilot)
-        assert [line for _, line in screen.commands][0].startswith("docker stop ")
+        assert screen.commands[0][1].startswith("docker stop ")
         await pilot.press("y")
         await until(pilot, lambda: pane.timeline.verdict.state == "stopped", 60)
         assert all(pane.timeline[r].condition == "stopped" for r in range(4))

@@ -175,7 +175,7 @@ def test_the_rank_that_failed_first_by_its_hosts_clock_is_blamed_whatever_report
     _feed(cluster[0], HEAD_SEES_IT, 11.0)
     assert cluster.settle([]) == []                      # nothing published within the grace window
     assert cluster.verdict.state == "idle" and not L.settled(cluster)
-    _feed(cluster[3], CRASH, 10.0)                       # its exception line is at 11.5, its traceback at 10.5
+    _feed(cluster[3], CRASH, 10.0)                       # exception line at 11.5, its traceback at 10.5
     verdict = cluster.compute_verdict()
     assert verdict.first_failed == 3 and "followed by rank 0" in verdict.summary
     assert cluster[0].failure is not None and cluster[0].failure.secondary

@@ -195,7 +195,7 @@ async def test_plan_replaces_only_exited_containers_the_cockpit_started(fixed_co
                                 fixed_config, ledger)
     assert [(i.rank, i.action) for i in plan] == [(0, "replace"), (1, "refuse"), (2, "none"), (3, "refuse")]
     assert plan[0].commands == [f"docker logs -t {CID}", f"docker rm {CID}"] and plan[0].container_id == CID
-    assert plan[1].reason == f"rank 1: {NAME} ({CID[:12]}) is running: stop it first (r37-cockpit stop)"
+    assert plan[1].reason == f"rank 1: {NAME} ({CID[:12]}) is running: stop it first (`r37-cockpit stop`)"
     assert plan[2].reason == f"rank 2: no container named {NAME}" and not plan[2].commands
     assert plan[3].reason == (f"rank 3: {NAME} ({CID[:12]}) was not started by this cockpit: inspect and "
                               "remove it yourself on that host")

@@ -31,6 +31,7 @@ from cockpit.recipe.lock import ClusterLock, LockError
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import ReplaceItem, execute_replace
 from cockpit.recipe.stop import StopItem, execute_stop, plan_stop
+from cockpit.remedy import cockpit_remedy
 from cockpit.tui.confirm import ConfirmCommands, ConfirmResult
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.widgets.timeline import TimelineView
@@ -135,12 +136,16 @@ class LaunchPane(Vertical, can_focus=True):
         v = self.timeline.verdict
         verdict = Text.assemble(("cluster: ", "bold"), (v.summary, VERDICT_STYLE.get(v.state, "")))
         if v.remedy and v.state not in ("ready", "launching", "idle"):
-            verdict.append(f"\n  what to do: {v.remedy}", style="yellow")
+            verdict.append(f"\n  what to do: {self._fix(v.remedy)}", style="yellow")
         self.query_one("#launch-verdict", Static).update(verdict)
         self.query_one("#launch-commands", Static).update(self._commands_text())
         targets = {r: self.ctx.config.host(r).ssh for r in self.cfg.ranks}
         self.query_one(TimelineView).show(self.timeline, now, targets)
         self._show_failure()
+
+    def _fix(self, text: str) -> str:
+        """A remedy whose quoted cockpit commands carry this cockpit's --config when it is not the default."""
+        return cockpit_remedy(text, self.ctx.config_path)
 
     def _key(self, action: str) -> str:
         """The key bound to this pane's action now (the keymap may have changed it)."""
@@ -169,7 +174,7 @@ class LaunchPane(Vertical, can_focus=True):
                 text.append(f"        dry run FAILED: {d.error}\n", style="red")
         for b in self.blockers:
             text.append(f"refused: {b.reason}\n", style="bold red")
-            text.append(f"  what to do: {b.remedy}\n", style="red")
+            text.append(f"  what to do: {self._fix(b.remedy)}\n", style="red")
         return text
 
     def _show_failure(self) -> None:
@@ -185,7 +190,7 @@ class LaunchPane(Vertical, can_focus=True):
         extra = f"\n  container: {failure.exit_reason}" if failure.exit_reason else ""
         box.update(Text.assemble((f"rank {failure.rank}: {failure.label}\n", "bold red"),
                                  ("  cause: ", "bold"), (failure.cause, "red"), extra,
-                                 ("\n  remedy: ", "bold"), failure.remedy,
+                                 ("\n  remedy: ", "bold"), self._fix(failure.remedy),
                                  (f"\n  {len(failure.context)} lines before the cause below", "dim")))
         if failure != self._shown_failure:
             log.clear()
@@ -284,7 +289,7 @@ class LaunchPane(Vertical, can_focus=True):
         self.refresh_view()
         hard = [b for b in gate.blockers if b.rank is not None or not gate.preflight_failures]
         if hard:
-            self.note(f"launch refused: {hard[0].reason} — {hard[0].remedy}", "bold red")
+            self.note(f"launch refused: {hard[0].reason} — {self._fix(hard[0].remedy)}", "bold red")
             return
         commands: list[tuple[str, str]] = []
         for item in gate.replace:
