@@ -361,6 +361,7 @@ async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None
     async with ClusterWatcher(fleet, cfg, ledger=ledger, api_url=api_url) as watcher:
         await watcher.first_look(timeout)
         await watcher.probe()
+        watcher.tick()
         end = time.monotonic() + watch_engine
         while time.monotonic() < end and watcher.timeline.liveness is not None:
             await asyncio.sleep(min(1.0, max(0.0, end - time.monotonic())))

@@ -233,7 +233,9 @@ class ClusterWatcher:
             status = self.fleet[rank].status
             if status.connected:
                 events += tl.host_back(now)
-            elif status.state in (HostState.LOST, HostState.UNREACHABLE) and (tl.spans or tl.container):
+            elif status.state in (HostState.LOST, HostState.UNREACHABLE, HostState.KEY_REFUSED,
+                                  HostState.AUTH_FAILED):
+                # whatever runs there is not known now: never "nothing launched" for that rank
                 events += tl.host_lost(status.error or status.state.value, now)
             events += tl.check_stuck(now, self.limits)
         self.apply(events)

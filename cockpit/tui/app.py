@@ -170,7 +170,7 @@ class CockpitApp(App[None]):
 
     def refresh_header(self) -> None:
         self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses,
-                                           self.ctx.watcher.timeline)
+                                           self.ctx.watcher.timeline, self.ctx.watcher.looked())
 
     def action_show_pane(self, pane_id: str) -> None:
         self.query_one(TabbedContent).active = pane_id

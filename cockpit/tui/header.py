@@ -15,7 +15,8 @@ VERDICT_LABEL = {"idle": ("no model running", "dim"), "launching": ("launching",
                  "host-lost": ("host lost", "bold red"), "unknown": ("state unknown", "bold red")}
 
 
-def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None) -> Text:
+def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
+                looked: bool = True) -> Text:
     up = sum(s.state is HostState.CONNECTED for s in statuses)
     total = len(statuses)
     bad = [s for s in statuses if s.state in (HostState.LOST, HostState.KEY_REFUSED, HostState.AUTH_FAILED,
@@ -29,6 +30,8 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
         return text
     v = model.verdict
     label, vstyle = VERDICT_LABEL.get(v.state, (v.state, ""))
+    if v.state == "idle" and not looked:
+        label, vstyle = "looking at the hosts …", "dim"     # not yet known: never "no model running"
     if v.state == "down" and v.first_failed is not None:
         label += f": rank {v.first_failed} failed"
     text.append("  │  ")
@@ -45,5 +48,6 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
 class ClusterHeader(Static):
     DEFAULT_CSS = "ClusterHeader { dock: top; height: 1; background: $panel; padding: 0 1; }"
 
-    def show(self, cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None) -> None:
-        self.update(health_line(cluster, statuses, model))
+    def show(self, cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
+             looked: bool = True) -> None:
+        self.update(health_line(cluster, statuses, model, looked))

@@ -62,7 +62,7 @@ async def test_replace_stopped_archives_removes_and_relaunches(fresh_demo_cluste
         plan = await plan_replace(fleet, cfg, ledger)
         assert [i.action for i in plan] == ["refuse"] * 4
         assert plan[2].reason == (f"rank 2: {name} ({first[2][:12]}) is running: stop it first "
-                                  "(r37-cockpit stop)")
+                                  "(`r37-cockpit stop`)")
         assert await execute_replace(fleet, cfg, plan, ledger) == []
 
     stop = cli(fresh_demo_cluster, "stop", "--yes", "--json")

@@ -6,6 +6,11 @@ not ready, with the remedy. Streams run in a worker; their events go through :me
 (also what snapshot tests call) into buffers that a 50 ms timer renders. The stop key cancels the
 worker, which closes the HTTP response, so the engine aborts the request.
 
+No answer waits forever: the deadlines of ``[engine]`` in cluster.toml (``first_token_timeout_s``,
+``idle_timeout_s``) end a stream that gets no first token, or no token mid-answer, in time; the turn then
+shows the error and its remedy and the input takes the next message. Until the first token the turn shows
+how long it has waited, ticked once a second on :attr:`ChatPane.clock` (tests freeze it).
+
 Typed commands (Enter sends anything else as a message): /temp T, /top_p P, /max N|off, /effort E,
 /think on|off, /image PATH, /tools PATH|off, /tool ID TEXT, /save PATH, /load PATH,
 /clear, /help. With tool calls pending, a plain line is the result of the first pending call.
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +55,7 @@ from cockpit.api import (
 from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
 from cockpit.api.endpoint import ApiEndpoint, EndpointDown, EndpointStatus, smoke_through
 from cockpit.api.smoke import all_passed
+from cockpit.api.stream import StreamDeadlines
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.widgets.chat_turns import AssistantTurn, Notice, SmokeTurn, ToolResultTurn, UserTurn
 
@@ -135,6 +142,9 @@ class ChatPane(Vertical):
     ChatPane #chat-input { dock: bottom; }
     """
 
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+    """The clock of the time an answer has waited for its first token (a snapshot test freezes it)."""
+
     def __init__(self, ctx: CockpitContext, **kwargs: object):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.ctx = ctx
@@ -143,9 +153,12 @@ class ChatPane(Vertical):
         self.reasoning_collapsed = False
         self.api_status = EndpointStatus("not_ready", "checking the API…")
         self.api_checked = False
+        engine = ctx.config.engine
+        self.deadlines = StreamDeadlines.from_seconds(engine.first_token_timeout_s, engine.idle_timeout_s)
         self.endpoint = ApiEndpoint(None if ctx.api_url else ctx.fleet, ctx.config.cluster.api_port,
                                     api_url=ctx.api_url,
-                                    stream_interval=ctx.config.ui.stream_frame_ms / 1000)
+                                    stream_interval=ctx.config.ui.stream_frame_ms / 1000,
+                                    deadlines=self.deadlines)
         self._wake = asyncio.Event()
         self._turn: AssistantTurn | None = None
         self._smoke: SmokeTurn | None = None
@@ -165,16 +178,13 @@ class ChatPane(Vertical):
     def on_mount(self) -> None:
         self._show_status()
         self._show_settings()
-        self.ctx.watch("api", self._api_fact)
-        if self.ctx.facts.get("api") is not None:
-            self._wake.set()
         self.watch_api()
 
     async def on_unmount(self) -> None:
         await self.endpoint.aclose()
 
-    def _api_fact(self, _value: object) -> None:
-        """Another pane (launch) saw the API change: check now instead of waiting for the backoff."""
+    def api_changed(self) -> None:
+        """The live model saw the API change: check now instead of waiting for the backoff."""
         self._wake.set()
 
     # API status -------------------------------------------------------------------------------------
@@ -196,7 +206,6 @@ class ChatPane(Vertical):
         """Render the endpoint's state (also called by tests with a fixed status)."""
         self.api_status = status
         self.api_checked = True
-        self.ctx.publish("api.endpoint", status)
         self._show_status()
 
     def _show_status(self) -> None:
@@ -278,11 +287,23 @@ class ChatPane(Vertical):
                 self.log_view.scroll_end(animate=False)
 
     def begin_answer(self) -> AssistantTurn:
-        """A new assistant turn that :meth:`feed` fills."""
-        turn = AssistantTurn(markdown=self.markdown, collapsed=self.reasoning_collapsed)
+        """A new assistant turn that :meth:`feed` fills; it counts its wait from now."""
+        turn = AssistantTurn(markdown=self.markdown, collapsed=self.reasoning_collapsed,
+                             started_at=self.clock())
+        turn.set_waited(0)
         self._turn = turn
         self._add(turn)
         return turn
+
+    def tick(self) -> None:
+        """Once a second while an answer streams: how long it has waited for its first token."""
+        turn = self._turn
+        if turn is None or not turn.streaming or turn.got_token:
+            return
+        if turn.stats is not None and turn.stats.ttft_s is not None:
+            return
+        turn.set_waited(self.clock() - turn.started_at)
+        turn.flush()
 
     def feed(self, event: ChatEvent, stats: StreamStats | None = None) -> None:
         """One stream event into the current turn (buffers only; rendering waits for :meth:`flush`).
@@ -304,10 +325,13 @@ class ChatPane(Vertical):
             turn.finish_with(event.finish_reason, event.result.tool_calls)
             self._end_turn(event.result)
         elif isinstance(event, StreamError):
-            turn.finish_with("error", event.partial.tool_calls if event.partial else ())
+            if event.partial is not None and event.partial.stats is not None:
+                turn.set_stats(event.partial.stats)  # up to when it failed
+            turn.fail_with(f"stream failed ({event.kind}): {event.message}", event.remedy,
+                           event.partial.tool_calls if event.partial else ())
             turn.flush()
             self._turn = None
-            self.notice(f"stream failed ({event.kind}): {event.message}", "red", event.remedy)
+            self.log_view.scroll_end(animate=False)
             if event.kind in ("unreachable", "not_ready", "engine_dead"):
                 self._wake.set()
 
@@ -402,6 +426,7 @@ class ChatPane(Vertical):
         self._streaming = True
         turn = self.begin_answer()
         stream = None
+        ticker = self.set_interval(1.0, self.tick)
         try:
             try:
                 client = await self.endpoint.client()
@@ -424,6 +449,7 @@ class ChatPane(Vertical):
                 self._end_turn(partial)
             raise
         finally:
+            ticker.stop()
             self._streaming = False
             self._live = None
 

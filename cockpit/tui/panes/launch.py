@@ -134,7 +134,10 @@ class LaunchPane(Vertical, can_focus=True):
     def refresh_view(self) -> None:
         now = self.clock()
         v = self.timeline.verdict
-        verdict = Text.assemble(("cluster: ", "bold"), (v.summary, VERDICT_STYLE.get(v.state, "")))
+        summary = v.summary
+        if v.state == "idle" and not self.ctx.watcher.looked():
+            summary = "looking at every rank's container …"      # not known yet: not "nothing launched"
+        verdict = Text.assemble(("cluster: ", "bold"), (summary, VERDICT_STYLE.get(v.state, "")))
         if v.remedy and v.state not in ("ready", "launching", "idle"):
             verdict.append(f"\n  what to do: {self._fix(v.remedy)}", style="yellow")
         self.query_one("#launch-verdict", Static).update(verdict)

@@ -3,7 +3,8 @@
 Model text is never interpreted as console markup: it is rendered as ``rich.text.Text`` (plain) or
 ``rich.markdown.Markdown`` (the operator's toggle). Streamed text is buffered by :class:`AssistantTurn`
 and rendered by :meth:`AssistantTurn.flush`, which the pane calls on a ~50 ms timer, so a burst of
-chunks costs one render per frame, not one per chunk.
+chunks costs one render per frame, not one per chunk. Until its first token, an answer shows how long it
+has waited (the pane ticks it once a second); a failed one shows its error and remedy in the turn.
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ def pretty_arguments(arguments_json: str) -> str:
 
 
 def stats_text(stats: StreamStats | None, finish: str | None, *, streaming: bool,
-               note: str = "") -> Text:
-    """`TTFT 0.31 s · 50.5 tok/s · 128 tokens · finish stop`; tok/s only from usage, never from chunks."""
+               note: str = "", waited: int | None = None) -> Text:
+    """`TTFT 0.31 s · 50.5 tok/s · 128 tokens · finish stop`; tok/s only from usage, never from chunks.
+
+    ``waited``: whole seconds the answer has waited for its first token so far (shown while it waits).
+    """
     parts: list[str] = []
     if stats is not None and stats.ttft_s is not None:
         parts.append(f"TTFT {stats.ttft_s:.2f} s")
     elif streaming:
-        parts.append("waiting for the first token")
+        parts.append("waiting for the first token" + (f" · {waited} s" if waited is not None else ""))
     tps = stats.decode_tps if stats is not None else None
     if tps is not None:
         parts.append(f"{tps:.1f} tok/s")
@@ -135,10 +139,15 @@ class AssistantTurn(Vertical):
     AssistantTurn Collapsible { padding: 0; margin: 0; border: none; background: $surface; }
     AssistantTurn .reasoning { color: $text-muted; padding: 0 0 0 2; }
     AssistantTurn .tool-calls { color: $warning; }
+    AssistantTurn .error { color: $error; }
     """
 
-    def __init__(self, *, markdown: bool = False, collapsed: bool = False, **kwargs: object):
+    def __init__(self, *, markdown: bool = False, collapsed: bool = False, started_at: float = 0.0,
+                 **kwargs: object):
         super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.started_at = started_at  # on the pane's clock: when the request was sent
+        self.waited: int | None = None
+        self.error: tuple[str, str] | None = None  # message, remedy
         self.markdown = markdown
         self.collapsed = collapsed
         self.reasoning: list[str] = []
@@ -160,6 +169,7 @@ class AssistantTurn(Vertical):
         yield Static("", classes="content", markup=False)
         yield Static("", classes="tool-calls", markup=False)
         yield Static("", classes="stats", markup=False)
+        yield Static("", classes="error", markup=False)
 
     def on_mount(self) -> None:
         self._ready = True
@@ -186,6 +196,23 @@ class AssistantTurn(Vertical):
         if stats is not None and stats != self.stats:
             self.stats = stats
             self._dirty = True
+
+    @property
+    def got_token(self) -> bool:
+        """True once any content, thinking or tool-call text arrived."""
+        return bool(self.content or self.reasoning or self.tool_args)
+
+    def set_waited(self, seconds: float) -> None:
+        """How long the answer has waited for its first token (shown in whole seconds)."""
+        whole = max(int(seconds), 0)
+        if whole != self.waited:
+            self.waited = whole
+            self._dirty = True
+
+    def fail_with(self, message: str, remedy: str = "", tool_calls: Sequence[ToolCall] = ()) -> None:
+        """The stream failed: ``finish error``, and the error with its remedy under the stats line."""
+        self.error = (message, remedy)
+        self.finish_with("error", tool_calls)
 
     def finish_with(self, finish: str | None, tool_calls: Sequence[ToolCall] = (), note: str = "") -> None:
         self.finish = finish
@@ -228,7 +255,15 @@ class AssistantTurn(Vertical):
         self.query_one(".content", Static).update(body)
         self.query_one(".tool-calls", Static).update(self._tool_text())
         self.query_one(".stats", Static).update(
-            stats_text(self.stats, self.finish, streaming=self.streaming, note=self.note))
+            stats_text(self.stats, self.finish, streaming=self.streaming, note=self.note, waited=self.waited))
+        error = self.query_one(".error", Static)
+        error.display = self.error is not None
+        if self.error is not None:
+            message, remedy = self.error
+            text = Text(message)
+            if remedy:
+                text.append("\nremedy: " + remedy, style="dim")
+            error.update(text)
 
     def _tool_text(self) -> Text:
         calls = [(c.name, c.id, c.arguments_json) for c in self.tool_calls]
