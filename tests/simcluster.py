@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from cockpit import constants as C
 from cockpit.config import ClusterConfig, load_config
+from cockpit.envfile import env_for_rank
+from cockpit.hosts import Fleet, Result, command
 
 TEST_SPEED = 400.0  # boot a simulated engine in a few seconds
 
@@ -27,3 +30,31 @@ class SimCluster:
     def fault(self, rank: int, name: str, on: bool = True) -> None:
         from cockpit.sim.faults import set_fault
         set_fault(self.root(rank), name, on)
+
+
+async def _ok(fleet: Fleet, cmd_for, ranks=None, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]
+    results = await fleet.run_all(cmd_for, ranks=ranks, timeout=timeout)
+    for rank, res in results.items():
+        assert isinstance(res, Result) and res.ok, f"rank {rank}: {res}"
+
+
+async def prepare_hosts(fleet: Fleet, cfg: ClusterConfig) -> None:
+    """The recipe's steps 2–5 on every host: recipe, runtime image, checkpoint, Engram rows, cluster.env."""
+    def rdir(h) -> str:  # type: ignore[no-untyped-def]
+        return cfg.recipe_dir(h.rank)
+    await _ok(fleet, lambda h: command(["mkdir", "-p", rdir(h)]))
+    await _ok(fleet, lambda h: command(["hf", "download", C.RECIPE_REPO, "--include", *C.RECIPE_INCLUDE,
+                                        "--local-dir", "."], cwd=rdir(h)))
+    await _ok(fleet, lambda h: command(["hf", "download", C.RECIPE_REPO, C.RUNTIME_ARCHIVE,
+                                        "--local-dir", "."], cwd=rdir(h)))
+    await _ok(fleet, lambda h: command(["docker", "load", "-i", C.RUNTIME_ARCHIVE], cwd=rdir(h)))
+    await _ok(fleet, lambda h: command(["hf", "download", cfg.model.repo, "--local-dir",
+                                        cfg.model_path(h.rank)]))
+    workers = [r for r in cfg.ranks if r != 0]
+    await _ok(fleet, lambda h: command(["python3", "tools/prepare-engram.py", str(h.rank),
+                                        cfg.model_path(h.rank), cfg.engram_path(h.rank)], cwd=rdir(h)),
+              ranks=workers)
+    for rank in cfg.ranks:
+        res = await fleet[rank].run(command(["tee", "cluster.env"], cwd=cfg.recipe_dir(rank)),
+                                    input=env_for_rank(cfg, rank))
+        assert res.ok, res.stderr

@@ -157,7 +157,7 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
                 "out of memory", REMEDY_MEMORY, 80),
     FailureRule("killed", _re(r"(?:^|\s)Killed(?:\s|$)"),
                 "process killed (often the kernel's OOM killer)", REMEDY_MEMORY, 70),
-    FailureRule("tcpstore", _re(r"TCPStore recvValue failed|recvValue failed"),
+    FailureRule("tcpstore", _re(r"TCPStore recvValue failed|recvValue failed|DistStoreError: Failed to recv"),
                 "lost the head's TCPStore (rank 0 died or restarted)", REMEDY_HEAD, 60, secondary=True),
     FailureRule("nccl-system-error", _re(r"unhandled system error"),
                 "NCCL unhandled system error", REMEDY_FABRIC, 50),

@@ -332,6 +332,8 @@ class RankTimeline:
         return tuple(before[-CAUSE_CONTEXT:])
 
     def _log_failure(self, rule: FailureRule, text: str, at: float) -> list[LaunchEvent]:
+        if self.stopped and rule.secondary:
+            return []        # it was stopped: that it had lost a peer before is no failure of its own
         if self._best_rule is not None and rule.priority <= self._best_rule.priority:
             if self.failure is not None and at < self.failure.at and self.failure.source == "log":
                 self.failure = replace(self.failure, at=at)   # the rank failed as early as its first sign

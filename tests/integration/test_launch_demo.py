@@ -10,11 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from simcluster import prepare_hosts
 
-from cockpit import constants as C
-from cockpit.config import ClusterConfig
-from cockpit.envfile import env_for_rank
-from cockpit.hosts import Fleet, Result, command
+from cockpit.hosts import Fleet
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.phases import Phase
@@ -31,34 +29,6 @@ def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A launch ledger of the test's own; and the directory fresh_demo_cluster expects to exist."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     (tmp_path / "cluster").mkdir(exist_ok=True)
-
-
-async def _ok(fleet: Fleet, cmd_for, ranks=None, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]
-    results = await fleet.run_all(cmd_for, ranks=ranks, timeout=timeout)
-    for rank, res in results.items():
-        assert isinstance(res, Result) and res.ok, f"rank {rank}: {res}"
-
-
-async def prepare_hosts(fleet: Fleet, cfg: ClusterConfig) -> None:
-    """The recipe's steps 2–5 on every host: recipe, runtime image, checkpoint, Engram rows, cluster.env."""
-    def rdir(h) -> str:  # type: ignore[no-untyped-def]
-        return cfg.recipe_dir(h.rank)
-    await _ok(fleet, lambda h: command(["mkdir", "-p", rdir(h)]))
-    await _ok(fleet, lambda h: command(["hf", "download", C.RECIPE_REPO, "--include", *C.RECIPE_INCLUDE,
-                                        "--local-dir", "."], cwd=rdir(h)))
-    await _ok(fleet, lambda h: command(["hf", "download", C.RECIPE_REPO, C.RUNTIME_ARCHIVE,
-                                        "--local-dir", "."], cwd=rdir(h)))
-    await _ok(fleet, lambda h: command(["docker", "load", "-i", C.RUNTIME_ARCHIVE], cwd=rdir(h)))
-    await _ok(fleet, lambda h: command(["hf", "download", cfg.model.repo, "--local-dir",
-                                        cfg.model_path(h.rank)]))
-    workers = [r for r in cfg.ranks if r != 0]
-    await _ok(fleet, lambda h: command(["python3", "tools/prepare-engram.py", str(h.rank),
-                                        cfg.model_path(h.rank), cfg.engram_path(h.rank)], cwd=rdir(h)),
-              ranks=workers)
-    for rank in cfg.ranks:
-        res = await fleet[rank].run(command(["tee", "cluster.env"], cwd=cfg.recipe_dir(rank)),
-                                    input=env_for_rank(cfg, rank))
-        assert res.ok, res.stderr
 
 
 class Recorder:

@@ -224,3 +224,17 @@ def test_a_clean_exit_is_a_stop_and_an_oom_kill_is_not() -> None:
 def _exited(*, exit_code: int, finished: float, oom: bool = False) -> L.ContainerState:
     return L.ContainerState("c" * 64, "ds41_r37", "exited", exit_code=exit_code, oom_killed=oom,
                             started_at=0.0, finished_at=finished)
+
+
+def test_a_worker_stopped_after_losing_its_head_is_stopped_in_whatever_order_it_is_read() -> None:
+    """`status` inspects the container before it reads the log tail: the order must not matter."""
+    lost_head = "[W1201 09:30:36 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=37)"
+    for container_first in (True, False):
+        tl = L.RankTimeline(2)
+        tl.launched(0.0, "c" * 64)
+        tl.request_stop(100.0)
+        steps = [lambda: tl.feed_container(_exited(exit_code=0, finished=101.0), 101.0),
+                 lambda: tl.feed_line(lost_head, 90.0)]
+        for step in steps if container_first else steps[::-1]:
+            step()
+        assert tl.condition == "stopped" and tl.failure is None, container_first

@@ -162,3 +162,10 @@ def test_an_unknown_exception_after_a_traceback_is_still_a_failure() -> None:
                    "SomeWeirdError: the shard index is inconsistent\n")
     assert tl.failure is not None and tl.failure.label == "Python exception"
     assert tl.failure.cause.startswith("SomeWeirdError")
+
+
+def test_a_worker_that_lost_the_heads_store_reports_a_peer_not_its_own_failure() -> None:
+    line = ("torch.distributed.DistStoreError: Failed to recv, got 0 bytes. Connection was likely closed. "
+            "Did the remote server shutdown or crash?")
+    rule = match_failure(line)
+    assert rule is not None and rule.name == "tcpstore" and rule.secondary
