@@ -197,3 +197,22 @@ async def test_a_stop_by_a_second_cockpit_shows_in_the_first_within_two_seconds(
             while watcher.timeline.compute_verdict().state != "stopped":
                 assert time.monotonic() - t0 < 2.0, watcher.timeline.compute_verdict()
                 await asyncio.sleep(0.05)
+
+
+async def test_ctrl_c_during_launch_names_the_booting_containers(fresh_demo_cluster) -> None:
+    import signal
+
+    await _prepared(fresh_demo_cluster)
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "--config", str(fresh_demo_cluster.config_path),
+                             "launch", "--yes"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "rank 2 launched" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "these containers keep booting: rank 2 (" in err and "rank 3 (" in err
+    assert "`r37-cockpit stop`" in err
+    stop = cli(fresh_demo_cluster, "stop", "--yes", "--json")
+    assert stop.returncode == 0 and {o["rank"] for o in json.loads(stop.stdout)["stopped"]} >= {2, 3}
