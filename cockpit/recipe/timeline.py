@@ -257,17 +257,26 @@ class RankTimeline:
     def _shutting_down(self, at: float) -> bool:
         return self.stop_began is not None and at >= self.stop_began - STOP_SKEW
 
+    def end_at(self, now: float) -> float:
+        """Where the open phase ends: at the failure, when the container exited, or now."""
+        if self.failure is not None:
+            return self.failure.at
+        c = self.container
+        if c is not None and c.exited and c.finished_at is not None and self.spans:
+            return max(self.spans[-1].start, c.finished_at)
+        return now
+
     def total(self, now: float) -> float:
         if not self.spans:
             return 0.0
-        end = self.failure.at if self.failure else now
+        end = self.end_at(now)
         if self.phase is Phase.READY:
             end = self.spans[-1].start
         return max(0.0, end - self.spans[0].start)
 
     def durations(self, now: float) -> dict[Phase, float]:
-        """Seconds spent in each phase so far (the open phase counts up to now, or to the failure)."""
-        stop = self.failure.at if self.failure else now
+        """Seconds spent in each phase so far (the open phase counts up to now, the failure or the exit)."""
+        stop = self.end_at(now)
         out: dict[Phase, float] = {}
         for span in self.spans:
             if span.phase is not Phase.READY:

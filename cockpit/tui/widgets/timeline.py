@@ -55,7 +55,7 @@ def bar(tl: RankTimeline, t0: float, span_s: float, width: int, now: float) -> T
     if not tl.spans or span_s <= 0:
         return Text("·" * width, style="dim")
     cells: list[tuple[str, str]] = [("·", "dim")] * width
-    stop = tl.failure.at if tl.failure else now
+    stop = tl.end_at(now)
 
     def col(t: float) -> int:  # the last column is kept for the ready mark
         return min(width - 1, max(0, round((t - t0) / span_s * (width - 1))))
@@ -89,17 +89,23 @@ class TimelineView(Static):
         self.bar_width = 48
 
     def show(self, timeline: ClusterTimeline, now: float, targets: dict[int, str] | None = None) -> None:
-        self.update(render_timeline(timeline, now, self.bar_width, targets or {}))
+        """Redraw; the bar takes what the row leaves after rank, host and a status of ~36 columns."""
+        width = self.size.width or 130
+        self.bar_width = max(12, min(48, width - 16 - 38))
+        cell = 8 if width >= 100 else 7
+        self.update(render_timeline(timeline, now, self.bar_width, targets or {}, cell=cell))
 
 
-def render_timeline(timeline: ClusterTimeline, now: float, width: int, targets: dict[int, str]) -> Text:
+def render_timeline(timeline: ClusterTimeline, now: float, width: int, targets: dict[int, str],
+                    cell: int = 8) -> Text:
     starts = [t.started for t in timeline.ranks.values() if t.started is not None]
     t0 = min(starts) if starts else now
     ends = [now]
+    over = ("ready", "failed", "followed", "stopped")
     for t in timeline.ranks.values():
-        if t.spans and (t.ready or t.failed):
-            ends.append(t.spans[-1].start if t.ready else t.failure.at)  # type: ignore[union-attr]
-    everything_over = all(t.ready or t.failed for t in timeline.ranks.values() if t.spans)
+        if t.spans and t.condition in over:
+            ends.append(t.spans[-1].start if t.ready else t.end_at(now))
+    everything_over = all(t.condition in over for t in timeline.ranks.values() if t.spans)
     span_s = max(1.0, (max(ends[1:]) if everything_over and len(ends) > 1 else now) - t0)
     text = Text()
     text.append(f"{'rank':<6}{'host':<10}", style="bold")
@@ -117,18 +123,18 @@ def render_timeline(timeline: ClusterTimeline, now: float, width: int, targets: 
     text.append("\n")
     text.append(f"{'rank':<6}", style="bold")
     for p in BAR_PHASES:
-        text.append(f"{PHASE_SHORT[p]:>8}", style=PHASE_STYLE[p])
-    text.append(f"{'total':>9}\n", style="bold")
+        text.append(f"{PHASE_SHORT[p]:>{cell}}", style=PHASE_STYLE[p])
+    text.append(f"{'total':>{cell + 1}}\n", style="bold")
     for rank, tl in timeline.ranks.items():
         durs = tl.durations(now)
         text.append(f"{rank:<6}")
         for p in BAR_PHASES:
-            cell = fmt_secs(durs[p]) if p in durs else "-"
+            shown = fmt_secs(durs[p]) if p in durs else "-"
             style = "bold" if p is tl.phase and not tl.ready and not tl.failed else ""
             if tl.failure is not None and p is tl.phase:
                 style = "bold red"
-            text.append(f"{cell:>8}", style=style)
-        text.append(f"{fmt_secs(tl.total(now)) if tl.spans else '-':>9}\n")
+            text.append(f"{shown:>{cell}}", style=style)
+        text.append(f"{fmt_secs(tl.total(now)) if tl.spans else '-':>{cell + 1}}\n")
     legend = Text()
     for p in BAR_PHASES:
         legend.append("█", style=PHASE_STYLE[p])
