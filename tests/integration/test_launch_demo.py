@@ -319,4 +319,13 @@ async def test_tui_launch_override_stop_relaunch_and_quit_asks(fresh_demo_cluste
                     and pane.timeline[0].container_id not in (None, old[0]), 120)
         archived = sorted(default_archive_root().glob("*/*/rank-*.log"))
         assert [p.name for p in archived] == [f"rank-{r}.log" for r in range(4)]
-        await asyncio.sleep(0)
+
+        # a second cockpit stops the cluster: this one's pane and header show it within 2 s
+        other = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cockpit", "--config", str(fresh_demo_cluster.config_path), "stop", "--yes",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        assert await other.wait() == 0
+        t0 = time.monotonic()
+        await until(pilot, lambda: pane.timeline.verdict.state == "stopped"
+                    and "stopped" in str(app.query_one("#cluster-header").render()), 2.0)
+        assert time.monotonic() - t0 < 2.0
