@@ -4,15 +4,24 @@ The base URL is normally ``http://127.0.0.1:<forwarded port>`` (SSH tunnel to ra
 ``trust_env=False``: proxy variables in the environment never reroute the private API. Streamed chat on a
 plain ``http://`` URL goes over :mod:`cockpit.api.rawstream` (about half the CPU per token of httpx); https
 gateways and every other request use httpx.
+
+Nothing waits forever: a streamed answer is given up on by its :class:`StreamDeadlines` (no first token,
+no token mid-answer; judged by the raw path's watchdog timer, so at no cost per chunk), a non-streamed one
+when it did not come whole within the first-token deadline, and ``/health``, ``/v1/models`` and
+``/metrics`` when they were not answered whole within ``health_timeout`` (a server that trickles a byte a
+second cannot hold them). A request given up on is closed, so the server sees the disconnect.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import json
+import math
 import socket
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Self
 
@@ -20,13 +29,23 @@ import httpx
 
 from cockpit.api import rawstream
 from cockpit.api.chat import ChatRequest
-from cockpit.api.errors import REMEDY_PROTOCOL, ApiError, from_status, from_transport
+from cockpit.api.errors import (
+    REMEDY_PROTOCOL,
+    ApiError,
+    from_status,
+    from_transport,
+    no_answer_within,
+    no_first_token,
+    no_token_for,
+    not_answered_in_time,
+)
 from cockpit.api.sse import SseDecoder, SseError
 from cockpit.api.stream import (
     ChatEvent,
     ChatResult,
     ChunkAccumulator,
     Finished,
+    StreamDeadlines,
     StreamError,
     StreamProtocolError,
     StreamStats,
@@ -127,6 +146,10 @@ class ApiClient:
     a screen shows text in frames anyway. Timing stays exact on the plain-http path: each read carries
     the kernel's arrival time, so TTFT and tokens/s do not depend on when the client looked.
     ``stream_interval=0`` reads every piece at once.
+
+    ``deadlines`` (also per request) bound every chat request (see the module text); without them only
+    the read timeout (a single read that waits ``read_timeout`` s) ends a silent answer.
+    ``health_timeout`` is the total deadline of ``/health``, ``/v1/models`` and ``/metrics``.
     """
 
     def __init__(
@@ -138,14 +161,18 @@ class ApiClient:
         health_timeout: float = 5.0,
         max_connections: int = 64,
         stream_interval: float = STREAM_INTERVAL,
+        deadlines: StreamDeadlines | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.stream_interval = stream_interval
         self.health_timeout = health_timeout
+        self.deadlines = deadlines
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             trust_env=False,
-            timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout, write=30.0, pool=30.0),
+            timeout=self._timeout(read_timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             headers=_HEADERS,
             # Headers and body go out in separate writes: without TCP_NODELAY, Nagle holds the body
@@ -177,6 +204,17 @@ class ApiClient:
     def _url(self, path: str) -> str:
         return self.base_url + path
 
+    def _timeout(self, read: float) -> httpx.Timeout:
+        return httpx.Timeout(connect=self._connect_timeout, read=read, write=30.0, pool=30.0)
+
+    def _read_timeout_for(self, deadlines: StreamDeadlines | None) -> float | None:
+        """A single read may wait as long as the deadlines allow (a long prefill sends nothing): the
+        read timeout for a request under ``deadlines`` if it must be longer than the client's (by a
+        second, so that the deadline and its message win)."""
+        if deadlines is None or deadlines.longest + 1.0 <= self._read_timeout:
+            return None
+        return deadlines.longest + 1.0
+
     # plain endpoints ----------------------------------------------------------------------------
 
     async def health(self) -> HealthResult:
@@ -184,7 +222,11 @@ class ApiClient:
         t0 = time.perf_counter()
         url = self._url("/health")
         try:
-            resp = await self._http.get("/health", timeout=self.health_timeout)
+            async with asyncio.timeout(self.health_timeout):
+                resp = await self._http.get("/health", timeout=self.health_timeout)
+        except TimeoutError:
+            err = not_answered_in_time(url, self.health_timeout)
+            return HealthResult("timeout", err.message, err.remedy, None, time.perf_counter() - t0)
         except httpx.HTTPError as exc:
             err = from_transport(exc, url)
             state: HealthState = (
@@ -198,11 +240,21 @@ class ApiClient:
         state = "engine_dead" if err.kind == "engine_dead" else "http_error"
         return HealthResult(state, err.message, err.remedy, resp.status_code, dt)
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One plain request that answered 200; any other outcome raises :class:`ApiError`."""
+    async def _request(
+        self, method: str, path: str, *, total: float | None,
+        expired: Callable[[], ApiError] | None = None, **kwargs: Any,
+    ) -> httpx.Response:
+        """One plain request that answered 200; any other outcome raises :class:`ApiError`.
+
+        ``total``: seconds for the whole answer (then ``expired()``, or a timeout error).
+        """
         url = self._url(path)
         try:
-            resp = await self._http.request(method, path, **kwargs)
+            async with asyncio.timeout(total):
+                resp = await self._http.request(method, path, **kwargs)
+        except TimeoutError:
+            assert total is not None
+            raise (expired() if expired else not_answered_in_time(url, total)) from None
         except httpx.HTTPError as exc:
             raise from_transport(exc, url) from None
         if resp.status_code != 200:
@@ -211,7 +263,7 @@ class ApiClient:
 
     async def _get_json(self, path: str) -> Any:
         url = self._url(path)
-        resp = await self._request("GET", path)
+        resp = await self._request("GET", path, total=self.health_timeout)
         try:
             return resp.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -237,15 +289,25 @@ class ApiClient:
 
     async def metrics_text(self) -> str:
         """``GET /metrics`` (Prometheus text); raises :class:`ApiError`."""
-        return (await self._request("GET", "/metrics")).text
+        return (await self._request("GET", "/metrics", total=self.health_timeout)).text
 
     # chat ---------------------------------------------------------------------------------------
 
-    async def chat(self, request: ChatRequest) -> ChatResult:
-        """Non-streamed chat completion; raises :class:`ApiError`. ``stats`` holds total time only."""
+    async def chat(self, request: ChatRequest, *, deadlines: StreamDeadlines | None = None) -> ChatResult:
+        """Non-streamed chat completion; raises :class:`ApiError`. ``stats`` holds total time only.
+
+        The answer comes whole, so all of it must come within the first-token deadline.
+        """
         url = self._url(_CHAT_PATH)
+        d = deadlines or self.deadlines
+        total = d.first_token_s if d is not None and d.first_token_s != math.inf else None
+        extra: dict[str, Any] = {}
+        if (read := self._read_timeout_for(d)) is not None:
+            extra["timeout"] = self._timeout(read)
         t0 = time.perf_counter()
-        resp = await self._request("POST", _CHAT_PATH, json=request.to_body(stream=False))
+        resp = await self._request(
+            "POST", _CHAT_PATH, json=request.to_body(stream=False), total=total,
+            expired=None if total is None else functools.partial(no_answer_within, total), **extra)
         t1 = time.perf_counter()
         try:
             body = resp.json()
@@ -260,9 +322,11 @@ class ApiClient:
         stats = StreamStats(t0, None, t1, completion, 1, 0.0, 0.0)
         return replace(result, stats=stats)
 
-    async def chat_streamed(self, request: ChatRequest) -> ChatResult:
+    async def chat_streamed(
+        self, request: ChatRequest, *, deadlines: StreamDeadlines | None = None
+    ) -> ChatResult:
         """Stream a request to the end and return its result with full timing; raises :class:`ApiError`."""
-        async with self.chat_stream(request) as stream:
+        async with self.chat_stream(request, deadlines=deadlines) as stream:
             async for event in stream:
                 if isinstance(event, StreamError):
                     raise ApiError(event.kind, event.message, event.remedy, event.status)
@@ -270,13 +334,17 @@ class ApiClient:
                     return event.result
         raise ApiError("protocol_error", "stream ended without a result", REMEDY_PROTOCOL)
 
-    def chat_stream(self, request: ChatRequest) -> ChatStream:
-        """Streamed chat completion as typed events (see :class:`ChatStream`)."""
+    def chat_stream(self, request: ChatRequest, *, deadlines: StreamDeadlines | None = None) -> ChatStream:
+        """Streamed chat completion as typed events (see :class:`ChatStream`).
+
+        ``deadlines`` (default: the client's): a stream that misses one ends with a
+        ``first_token_timeout`` or ``idle_timeout`` :class:`StreamError` and its connection is closed.
+        """
         holder: list[ChunkAccumulator] = []
-        return ChatStream(self._stream(request, holder), holder)
+        return ChatStream(self._stream(request, holder, deadlines or self.deadlines), holder)
 
     async def _stream(
-        self, request: ChatRequest, holder: list[ChunkAccumulator]
+        self, request: ChatRequest, holder: list[ChunkAccumulator], deadlines: StreamDeadlines | None
     ) -> AsyncGenerator[list[ChatEvent], None]:
         """One streamed request as lists of events, a list per body piece read.
 
@@ -287,25 +355,38 @@ class ApiClient:
         body = request.to_body(stream=True)
         acc = ChunkAccumulator(t_start=time.perf_counter())
         holder.append(acc)
-        pace: Callable[[float], None] | None = None
+        first: Callable[[], None] | None = None  # once, at the first token (raw path)
         answered = False  # the response head is in (an httpx failure after it is a drop, not "no answer")
+        watch = None if deadlines is None else _deadline_watch(acc, deadlines)
+        read_timeout = self._read_timeout_for(deadlines)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if self._raw is not None:
                     payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-                    raw = await stack.enter_async_context(self._raw.post(_CHAT_PATH, payload))
+                    raw = await stack.enter_async_context(
+                        self._raw.post(_CHAT_PATH, payload, watch=watch, read_timeout=read_timeout))
                     acc.t_start = raw.t_sent
                     status, ctype, pieces = raw.status, raw.content_type, raw.body()
-                    if self.stream_interval > 0:
-                        pace = raw.pace
+
+                    def first_token(raw: rawstream.RawResponse = raw) -> None:
+                        if self.stream_interval > 0:
+                            raw.pace(self.stream_interval)  # from the first token on, read in frames
+                        if watch is not None:
+                            raw.rewatch()  # the idle deadline now, maybe sooner than the first-token one
+
+                    if self.stream_interval > 0 or watch is not None:
+                        first = first_token
                 else:
-                    resp = await stack.enter_async_context(
+                    opened = stack.enter_async_context(
                         self._http.stream("POST", _CHAT_PATH, json=body,
-                                          headers={"Accept": "text/event-stream"})
+                                          headers={"Accept": "text/event-stream"},
+                                          timeout=self._timeout(read_timeout or self._read_timeout))
                     )
+                    resp = await (opened if watch is None else _within(watch, opened))
                     status, ctype = resp.status_code, resp.headers.get("content-type", "")
                     answered = True
-                    pieces = _read_now(resp.aiter_bytes())
+                    pieces = (_read_now(resp.aiter_bytes()) if watch is None
+                              else _read_watched(resp.aiter_bytes(), watch))
                 if status != 200:
                     err = from_status(status, await _error_body(pieces), url)
                     yield [acc.fail(err.message, err.kind, err.remedy, err.status)]
@@ -328,9 +409,9 @@ class ApiClient:
                         batch += acc.feed(sse, t)
                     if batch:
                         yield batch
-                    if pace is not None and acc.first_token_seen:
-                        pace(self.stream_interval)  # from the first token on, read in frames
-                        pace = None
+                    if first is not None and acc.first_token_seen:
+                        first()
+                        first = None
                 if not acc.done:
                     batch = []
                     for sse in decoder.close():
@@ -346,6 +427,53 @@ class ApiClient:
         except SseError as exc:
             if not acc.done:
                 yield [acc.fail(str(exc), "protocol_error", REMEDY_PROTOCOL)]
+
+
+def _deadline_watch(acc: ChunkAccumulator, deadlines: StreamDeadlines) -> rawstream.Watch:
+    """The deadlines of one stream as a :data:`rawstream.Watch` over its accumulator."""
+    first, idle = deadlines.first_token_s, deadlines.idle_s
+
+    def watch(now: float) -> ApiError | float:
+        last = acc.last_token_at
+        if last is None:
+            due = acc.t_start + first
+            return no_first_token(first) if now >= due else due
+        due = last + idle
+        return no_token_for(idle) if now >= due else due
+
+    return watch
+
+
+async def _within(watch: rawstream.Watch, awaitable: Awaitable[Any]) -> Any:
+    """``await awaitable`` until ``watch`` falls due, then raise its error (httpx path: one timeout per
+    read; nothing arrives meanwhile, so the due time cannot move while it waits)."""
+    now = time.perf_counter()
+    due = watch(now)
+    if isinstance(due, ApiError):
+        with contextlib.suppress(AttributeError):
+            awaitable.close()  # type: ignore[attr-defined]  # a coroutine never awaited
+        raise due
+    if due == math.inf:  # no deadline (0 in the config)
+        return await awaitable
+    try:
+        async with asyncio.timeout(due - now):
+            return await awaitable
+    except TimeoutError:
+        late = watch(max(time.perf_counter(), due))
+        raise (late if isinstance(late, ApiError) else no_first_token(due - now)) from None
+
+
+async def _read_watched(pieces: AsyncIterator[bytes], watch: rawstream.Watch
+                        ) -> AsyncIterator[tuple[bytes, float]]:
+    """:func:`_read_now` under the stream deadlines (the httpx path)."""
+    clock = time.perf_counter
+    it = aiter(pieces)
+    while True:
+        try:
+            piece = await _within(watch, anext(it))
+        except StopAsyncIteration:
+            return
+        yield piece, clock()
 
 
 async def _read_now(pieces: AsyncIterator[bytes]) -> AsyncIterator[tuple[bytes, float]]:

@@ -16,6 +16,7 @@ from typing import Literal
 
 from cockpit.api.client import STREAM_INTERVAL, ApiClient, HealthResult
 from cockpit.api.smoke import SmokeStep, run_smoke
+from cockpit.api.stream import StreamDeadlines
 from cockpit.hosts import Fleet, HostUnavailable
 
 EndpointState = Literal[
@@ -59,11 +60,14 @@ class ApiEndpoint:
     """The API base URL (tunnel or gateway) and a shared :class:`ApiClient` for it.
 
     Call :meth:`aclose` when done. The fleet is not owned: starting and closing it is the caller's job.
+    ``deadlines`` bound every chat request of its client (``[engine]`` in cluster.toml, or ``--timeout``);
+    ``health_timeout`` is the total deadline of ``/health`` and ``/v1/models``.
     """
 
     def __init__(self, fleet: Fleet | None, api_port: int, *, api_url: str | None = None,
                  health_timeout: float = 5.0, read_timeout: float = 600.0,
-                 stream_interval: float = STREAM_INTERVAL) -> None:
+                 stream_interval: float = STREAM_INTERVAL,
+                 deadlines: StreamDeadlines | None = None) -> None:
         if fleet is None and api_url is None:
             raise ValueError("an endpoint needs a fleet (SSH tunnel) or an api_url")
         self.fleet = fleet
@@ -72,6 +76,7 @@ class ApiEndpoint:
         self.health_timeout = health_timeout
         self.read_timeout = read_timeout
         self.stream_interval = stream_interval
+        self.deadlines = deadlines
         self._client: ApiClient | None = None
         self._lock = asyncio.Lock()
 
@@ -117,7 +122,7 @@ class ApiEndpoint:
             if self._client is None:
                 self._client = ApiClient(url, health_timeout=self.health_timeout,
                                          connect_timeout=self.health_timeout, read_timeout=self.read_timeout,
-                                         stream_interval=self.stream_interval)
+                                         stream_interval=self.stream_interval, deadlines=self.deadlines)
             return self._client
 
     async def check(self) -> EndpointStatus:

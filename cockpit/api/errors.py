@@ -22,6 +22,13 @@ REMEDY_NOT_READY = (
 REMEDY_DEAD = "The engine died: read the last lines of rank 0's container log, stop all ranks, relaunch."
 REMEDY_TIMEOUT = "The engine did not answer in time: check /metrics for a hang and rank 0's log."
 REMEDY_PROTOCOL = "The server does not speak vLLM's OpenAI API as expected: check the --api-url."
+REMEDY_HUNG = (
+    "The engine may be hung: `r37-cockpit status`; collect rank 0's last lines with "
+    "`r37-cockpit logs --rank 0 -n 200`, stop head first (`r37-cockpit stop`), relaunch."
+)
+REMEDY_NO_FIRST_TOKEN = (
+    REMEDY_HUNG + " (A long prompt's prefill may need more: [engine] first_token_timeout_s or --timeout S.)"
+)
 
 
 class ApiError(Exception):
@@ -84,6 +91,28 @@ def closed_without_response(url: str) -> ApiError:
 def dropped(url: str, detail: object) -> ApiError:
     """The connection broke in the middle of a response."""
     return ApiError("unreachable", f"connection to {url} dropped: {detail}", REMEDY_REFUSED)
+
+
+def no_first_token(seconds: float) -> ApiError:
+    """The first-token deadline passed: nothing but comments, keep-alives or empty chunks came."""
+    return ApiError("first_token_timeout", f"no first token within {seconds:g} s", REMEDY_NO_FIRST_TOKEN)
+
+
+def no_token_for(seconds: float) -> ApiError:
+    """The idle deadline passed mid-answer."""
+    return ApiError("idle_timeout", f"no token for {seconds:g} s mid-answer", REMEDY_HUNG)
+
+
+def no_answer_within(seconds: float) -> ApiError:
+    """A non-streamed answer (it comes whole) did not come within the first-token deadline."""
+    return ApiError("first_token_timeout", f"no answer within {seconds:g} s", REMEDY_NO_FIRST_TOKEN)
+
+
+def not_answered_in_time(url: str, seconds: float) -> ApiError:
+    """A plain request (``/health``, ``/v1/models``) was not answered whole within its total deadline."""
+    return ApiError(
+        "timeout", f"{url}: no complete answer within {seconds:g} s (silent or trickling)", REMEDY_TIMEOUT
+    )
 
 
 def _reset(exc: BaseException) -> bool:

@@ -6,6 +6,10 @@ Content-Length or until close) to the caller with the kernel's arrival time of e
 ``http://`` only (the SSH tunnel or a LAN URL); ``https`` gateways stay on httpx. Every failure is an
 :class:`ApiError` of the same kind the httpx path reports. Finished connections are kept for the next
 stream; an abandoned stream closes its socket, so the server sees the disconnect at once.
+
+A request may carry a *watch* (:data:`Watch`): the stream deadlines (no first token, no token mid-answer)
+are judged by the same watchdog timer as the read timeout, so they cost nothing per chunk; an overdue
+stream fails its read with the watch's error and its socket is closed.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import asyncio
 import base64
 import socket
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from urllib.parse import unquote, urlsplit
 
@@ -33,6 +37,12 @@ READ_SIZE = 64 * 1024
 MAX_HEAD_BYTES = 64 * 1024
 MAX_IDLE = 4
 _MAX_STAMP_AGE = 5.0  # a stamp older than the pacing interval plus this is a wall-clock step: ignored
+
+Watch = Callable[[float], "ApiError | float"]
+"""A request's progress rule: given ``time.perf_counter()``, the error if the stream is overdue, else the
+``perf_counter`` time at which it falls due (asked only when the watchdog fires, never per chunk). A due
+time that moves later needs nothing; one that moves earlier (the first token switches a long first-token
+deadline to a shorter idle one) must be told with :meth:`RawResponse.rewatch`."""
 
 
 def supports(base_url: str) -> bool:
@@ -147,6 +157,10 @@ class RawResponse:
         """From now on read the socket at most every ``interval`` s (see :meth:`_Conn.read`)."""
         self._conn.pace(interval)
 
+    def rewatch(self) -> None:
+        """The watch's due time may have moved earlier: ask it again now (once, not per chunk)."""
+        self._conn.rewatch()
+
     async def body(self) -> AsyncIterator[tuple[bytes, float]]:
         """The body's payload with arrival times, in read-sized pieces (chunked framing removed)."""
         recv = self._conn.recv
@@ -199,8 +213,9 @@ class _Conn:
     itself — read at most every ``interval`` s and take whatever arrived meanwhile in one wakeup —
     without losing timing accuracy. Wakeups, not bytes, are what a streamed token costs a client.
 
-    One watchdog timer per request enforces the read timeout; it is re-armed only when it fires early
-    (a timeout context per read costs more CPU than the rest of handling a streamed token).
+    One watchdog timer per request enforces the read timeout and the request's :data:`Watch`; it is
+    re-armed only when it fires early (a timeout context per read costs more CPU than the rest of handling
+    a streamed token). When it fails a request, the waiting read raises (or the next read does).
     """
 
     def __init__(self, sock: socket.socket, url: str) -> None:
@@ -216,6 +231,8 @@ class _Conn:
         self._waiter: asyncio.Future[None] | None = None
         self._waiting_since: float | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._watch: Watch | None = None
+        self._failure: ApiError | None = None  # set by the watchdog: every read raises it
         self.closed = False
 
     @property
@@ -235,26 +252,48 @@ class _Conn:
         self._interval = interval
         self._not_before = self._loop.time() + interval
 
-    def arm(self, timeout: float) -> None:
-        """Start watching the reads of one request: a read that waits ``timeout`` s fails."""
+    def arm(self, timeout: float, watch: Watch | None = None) -> None:
+        """Start watching the reads of one request: a read that waits ``timeout`` s fails, and so does
+        the request once ``watch`` says it is overdue."""
         self._interval = 0.0
         self._timeout = timeout
-        self._timer = self._loop.call_later(timeout, self._check)
+        self._watch = watch
+        self._failure = None
+        self._timer = None
+        self._check()
+
+    def rewatch(self) -> None:
+        if self._timer is not None:  # None: disarmed, or the request already failed
+            self._timer.cancel()
+            self._check()
 
     def disarm(self) -> None:
+        self._watch = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
     def _check(self) -> None:
+        self._timer = None
         now = self._loop.time()
         since = self._waiting_since
         if since is not None and now - since >= self._timeout:
-            self._timer = None
-            if self._waiter is not None and not self._waiter.done():
-                self._waiter.set_exception(_ReadTimeout())
+            self._fail(self._timed_out())
             return
-        self._timer = self._loop.call_at((since if since is not None else now) + self._timeout, self._check)
+        at = (since if since is not None else now) + self._timeout
+        if self._watch is not None:
+            t = time.perf_counter()
+            due = self._watch(t)
+            if isinstance(due, ApiError):
+                self._fail(due)
+                return
+            at = min(at, now + (due - t))
+        self._timer = self._loop.call_at(at, self._check)
+
+    def _fail(self, error: ApiError) -> None:
+        self._failure = error
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(_ReadTimeout())
 
     def _timed_out(self) -> ApiError:
         return ApiError("timeout", f"{self.url}: ReadTimeout (no data in time)", REMEDY_TIMEOUT)
@@ -280,6 +319,8 @@ class _Conn:
 
         Raises ``OSError`` as the socket reports it.
         """
+        if self._failure is not None:
+            raise self._failure
         if self._pending is not None:
             out, self._pending = self._pending, None
             return out
@@ -292,10 +333,12 @@ class _Conn:
                 data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, kstamp.CMSG_SPACE)
                 break
             except (BlockingIOError, InterruptedError):
+                if self._failure is not None:  # failed while nothing waited (a paced read's sleep)
+                    raise self._failure from None
                 try:
                     await self._readable()
                 except _ReadTimeout:
-                    raise self._timed_out() from None
+                    raise (self._failure or self._timed_out()) from None
         t_read, now_real = time.perf_counter(), time.time()  # together: the stamp is on the wall clock
         if self._interval:
             self._not_before = self._loop.time() + self._interval
@@ -433,9 +476,11 @@ class RawStreamer:
             conn.abort()
         return None
 
-    async def _send(self, conn: _Conn, request: bytes) -> RawResponse:
+    async def _send(
+        self, conn: _Conn, request: bytes, watch: Watch | None, read_timeout: float | None
+    ) -> RawResponse:
         """Write the request and read the response head (skipping 1xx heads)."""
-        conn.arm(self._read_timeout)
+        conn.arm(self._read_timeout if read_timeout is None else read_timeout, watch)
         try:
             t_sent = await conn.send(request)
         except OSError:
@@ -446,11 +491,15 @@ class RawStreamer:
                 return RawResponse(conn, status, headers, t_sent)
 
     @asynccontextmanager
-    async def post(self, path: str, body: bytes) -> AsyncIterator[RawResponse]:
+    async def post(
+        self, path: str, body: bytes, *, watch: Watch | None = None, read_timeout: float | None = None
+    ) -> AsyncIterator[RawResponse]:
         """Send ``POST prefix+path`` with a JSON ``body``; yields the response once its head is in.
 
-        A kept connection the server closed meanwhile is retried once on a fresh one. Leaving the block
-        before the body was read to its end aborts the socket.
+        ``watch`` fails the request when it says so (see :data:`Watch`), also while the head is awaited;
+        ``read_timeout`` replaces the streamer's for this request. A kept connection the server closed
+        meanwhile is retried once on a fresh one. Leaving the block before the body was read to its end
+        (also on a failure) aborts the socket.
         """
         url = self.base_url + path
         request = self._request(path, body)
@@ -459,14 +508,14 @@ class RawStreamer:
         try:
             if conn is not None:
                 try:
-                    resp = await self._send(conn, request)
+                    resp = await self._send(conn, request, watch, read_timeout)
                 except _Closed:
                     conn.abort()
                     conn = None
             if resp is None:
                 conn = await self._connect(url)
                 try:
-                    resp = await self._send(conn, request)
+                    resp = await self._send(conn, request, watch, read_timeout)
                 except _Closed:
                     raise closed_without_response(url) from None
             yield resp

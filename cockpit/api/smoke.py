@@ -1,7 +1,10 @@
 """The recipe card's step-7 smoke test, plus counting and tool checks, as a stream of step results.
 
 Health and model list are hard gates: the first failure there ends the run (with its remedy). The
-request checks after them each report pass or fail.
+request checks after them each report pass or fail, except that a request that missed a deadline (no
+first token, no token mid-answer: the engine may be hung) ends the run too, so a hung engine fails the
+smoke test within one deadline. ``/health`` and ``/v1/models`` must be answered whole within the client's
+``health_timeout``; the requests are bound by its :class:`~cockpit.api.stream.StreamDeadlines`.
 """
 
 from __future__ import annotations
@@ -10,13 +13,13 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
 from cockpit.api.errors import ApiError
-from cockpit.api.stream import ChatResult
+from cockpit.api.stream import DEADLINE_KINDS, ChatResult
 from cockpit.constants import SERVED_MODEL
 
 CARD_PROMPT = "Write two sentences about the ocean."
@@ -39,13 +42,20 @@ WEATHER_TOOL: dict[str, Any] = {
 
 @dataclass(frozen=True, slots=True)
 class SmokeStep:
-    """One check: ``ok`` and a one-line ``detail``; ``remedy`` when it failed."""
+    """One check: ``ok`` and a one-line ``detail``; ``remedy`` when it failed, and ``kind`` when it
+    failed on an API error (its :data:`~cockpit.api.stream.ErrorKind`)."""
 
     name: str
     ok: bool
     detail: str
     seconds: float
     remedy: str = ""
+    kind: str = ""
+
+    @property
+    def missed_deadline(self) -> bool:
+        """True if the engine gave no token in time (the run stops here)."""
+        return self.kind in DEADLINE_KINDS
 
 
 def _numbers(text: str) -> list[int]:
@@ -99,7 +109,8 @@ async def run_smoke(client: ApiClient, *, model: str = SERVED_MODEL) -> AsyncIte
     """Yield the steps in order: health, models, card request, counting, tool call."""
     t0 = time.perf_counter()
     health = await client.health()
-    yield SmokeStep("health", health.ok, health.message, time.perf_counter() - t0, health.remedy)
+    yield SmokeStep("health", health.ok, health.message, time.perf_counter() - t0, health.remedy,
+                    "" if health.ok else health.state)
     if not health.ok:
         return
 
@@ -107,7 +118,7 @@ async def run_smoke(client: ApiClient, *, model: str = SERVED_MODEL) -> AsyncIte
     try:
         ids = [m.id for m in await client.models()]
     except ApiError as exc:
-        yield SmokeStep("models", False, exc.message, time.perf_counter() - t0, exc.remedy)
+        yield SmokeStep("models", False, exc.message, time.perf_counter() - t0, exc.remedy, exc.kind)
         return
     found = model in ids
     detail = f"serves {model}" if found else f"{model} not listed (served: {', '.join(ids) or 'none'})"
@@ -145,7 +156,11 @@ async def run_smoke(client: ApiClient, *, model: str = SERVED_MODEL) -> AsyncIte
         try:
             result = await call()
         except ApiError as exc:
-            yield SmokeStep(name, False, exc.message, time.perf_counter() - t0, exc.remedy)
+            step = SmokeStep(name, False, exc.message, time.perf_counter() - t0, exc.remedy, exc.kind)
+            if step.missed_deadline:  # hung: every later request would wait its deadline out too
+                yield replace(step, detail=f"{exc.message}; later checks not run")
+                return
+            yield step
             continue
         ok, detail = check(result)
         remedy = "" if ok else "The engine answered but wrongly: check the checkpoint and rank 0's log."

@@ -7,11 +7,15 @@ accumulated by ``index``. Token counts come from ``usage``, never from chunk cou
 speculation one chunk carries several tokens.
 
 Exactly one terminal event ends every stream: :class:`Finished` or :class:`StreamError`.
+
+:class:`StreamDeadlines` says how long an answer may go without a token (a content, reasoning or
+tool-call delta): SSE comments, keep-alives, role-only and empty chunks are not progress.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,8 +26,44 @@ from cockpit.api.sse import DONE, SseEvent
 _loads = json.JSONDecoder().decode  # json.loads without its per-call argument checks
 
 ErrorKind = Literal[
-    "unreachable", "not_ready", "engine_dead", "http_error", "protocol_error", "timeout", "server_error"
+    "unreachable", "not_ready", "engine_dead", "http_error", "protocol_error", "timeout", "server_error",
+    "first_token_timeout", "idle_timeout",
 ]
+DEADLINE_KINDS: frozenset[str] = frozenset({"first_token_timeout", "idle_timeout"})
+"""The kinds of a stream given up on by a :class:`StreamDeadlines` (the engine may be hung)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDeadlines:
+    """How long the client waits for tokens of a streamed answer before it gives up.
+
+    ``first_token_s``: from the request being written to the first content, reasoning or tool-call
+    delta (a long prompt's prefill counts). ``idle_s``: between two such deltas mid-answer. Nothing else
+    the server sends (SSE comments, keep-alives, role-only or empty chunks, usage) resets either. A
+    non-streamed answer comes whole, so all of it must arrive within ``first_token_s``.
+    """
+
+    first_token_s: float
+    idle_s: float
+
+    def __post_init__(self) -> None:
+        if not (self.first_token_s > 0 and self.idle_s > 0):
+            raise ValueError(f"stream deadlines must be positive seconds, not {self}")
+
+    @classmethod
+    def both(cls, seconds: float) -> StreamDeadlines:
+        """The same number of seconds for both deadlines (``--timeout S``)."""
+        return cls(seconds, seconds)
+
+    @classmethod
+    def from_seconds(cls, first_token_s: float, idle_s: float) -> StreamDeadlines:
+        """From ``[engine] first_token_timeout_s`` and ``idle_timeout_s``, where 0 means no deadline."""
+        return cls(first_token_s or math.inf, idle_s or math.inf)
+
+    @property
+    def longest(self) -> float:
+        """The longer deadline of the two that are set (0.0 if neither is)."""
+        return max((s for s in (self.first_token_s, self.idle_s) if s != math.inf), default=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +269,7 @@ class ChunkAccumulator:
         self._id: str | None = None
         self._role_seen = False
         self._t_first: float | None = None
+        self._t_token: float | None = None  # arrival of the last content, reasoning or tool-call delta
         self._t_last_chunk: float | None = None
         self._gaps_sum = 0.0
         self._gaps_max = 0.0
@@ -356,7 +397,13 @@ class ChunkAccumulator:
         """True once a content, reasoning or tool-call delta arrived."""
         return self._t_first is not None
 
+    @property
+    def last_token_at(self) -> float | None:
+        """When the last content, reasoning or tool-call delta arrived (None before the first)."""
+        return self._t_token
+
     def _first_token(self, t: float) -> None:
+        self._t_token = t
         if self._t_first is None:
             self._t_first = t
 
@@ -391,6 +438,7 @@ class ChunkAccumulator:
             out.append(RoleStarted(str(role)))
         reasoning = delta.get("reasoning") or delta.get("reasoning_content")
         if reasoning:
+            self._t_token = t
             if self._t_first is None:
                 self._t_first = t
             text = str(reasoning)
@@ -398,6 +446,7 @@ class ChunkAccumulator:
             out.append(ReasoningDelta(text))
         content = delta.get("content")
         if content:
+            self._t_token = t
             if self._t_first is None:
                 self._t_first = t
             text = str(content)

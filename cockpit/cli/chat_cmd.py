@@ -3,6 +3,10 @@
 Both reach rank 0's API through an SSH local forward (only rank 0's connection is opened), or through
 ``--api-url`` (a gateway; then no cluster.toml is needed). The answer goes to stdout, thinking text to
 stderr (labelled, dimmed on a terminal), so ``chat … > answer.txt`` keeps only the answer.
+
+Neither waits forever: an answer with no first token within ``[engine] first_token_timeout_s`` (300 s), or
+no token for ``idle_timeout_s`` (60 s) mid-answer, is given up on (``--timeout S`` sets both), its request
+closed, and the error goes to stderr (and into ``--json``) with exit 1.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, TextIO
 
 from cockpit.api import (
@@ -29,8 +34,9 @@ from cockpit.api import (
 from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
 from cockpit.api.endpoint import ApiEndpoint, EndpointStatus, rank0_fleet_connected, smoke_through
 from cockpit.api.smoke import all_passed
-from cockpit.api.stream import ChatResult, StreamStats
-from cockpit.cli.common import CliError, add_json, load, print_json, run_async_fast
+from cockpit.api.stream import ChatResult, StreamDeadlines, StreamStats
+from cockpit.cli.common import CliError, add_json, load, print_json, remedy, run_async_fast
+from cockpit.config import EngineSection
 from cockpit.hosts import Fleet
 
 EXIT_STREAM_FAILED = 1
@@ -38,14 +44,37 @@ EXIT_BAD_INPUT = 2
 EXIT_NOT_READY = 3
 
 
-def _add_endpoint_args(p: argparse.ArgumentParser) -> None:
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, not {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text}")
+    return value
+
+
+def _add_endpoint_args(p: argparse.ArgumentParser, what: str) -> None:
+    engine = EngineSection()
     p.add_argument("--api-url", metavar="URL",
                    help="reach the API at URL (an authenticated gateway) instead of the SSH tunnel to rank 0")
     p.add_argument("--wait", type=float, default=0.0, metavar="S",
                    help="wait up to S seconds for the API to become ready (default: do not wait)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="seconds to wait for rank 0's SSH connection (default: ssh.connect_timeout + 2)")
+    p.add_argument("--timeout", type=_positive_seconds, default=None, metavar="S",
+                   help=f"give up on {what} when no first token came within S s of sending it, or no "
+                        "token for S s mid-answer (exit 1; SSE comments and keep-alives do not count). "
+                        "Default: cluster.toml [engine] first_token_timeout_s and idle_timeout_s "
+                        f"({engine.first_token_timeout_s:g} and {engine.idle_timeout_s:g} s, 0 = none; "
+                        "these defaults with --api-url). The SSH connection to rank 0 is awaited "
+                        "ssh.connect_timeout + 2 s")
     add_json(p)
+
+
+def deadlines_for(args: argparse.Namespace, engine: EngineSection) -> StreamDeadlines:
+    """``--timeout S`` for both deadlines, else the config's ``[engine]`` section."""
+    if args.timeout is not None:
+        return StreamDeadlines.both(args.timeout)
+    return StreamDeadlines.from_seconds(engine.first_token_timeout_s, engine.idle_timeout_s)
 
 
 def _checked(check: Callable[[float], float], name: str) -> Callable[[str], float]:
@@ -87,14 +116,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--image", action="append", default=[], metavar="FILE",
                    help="attach a local image (PNG, JPEG, WebP, GIF; up to 4)")
     p.add_argument("--tools", metavar="FILE", help="JSON file of function tools the model may call")
-    _add_endpoint_args(p)
+    _add_endpoint_args(p, "the answer")
     p.set_defaults(func=run_chat)
 
     s = sub.add_parser(
         "smoke", help="run the recipe's smoke test against the API",
         description="/health, /v1/models, the card's request (two sentences about the ocean), a counting "
-                    "check and one tool call; pass/fail per step with timings. Exit 1 if any step fails.")
-    _add_endpoint_args(s)
+                    "check and one tool call; pass/fail per step with timings. Exit 1 if any step fails; "
+                    "a request that misses its deadline (the engine may be hung) ends the run.")
+    _add_endpoint_args(s, "a request")
     s.set_defaults(func=run_smoke_cmd)
 
 
@@ -105,16 +135,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 async def open_endpoint(args: argparse.Namespace) -> AsyncIterator[ApiEndpoint]:
     """The endpoint of ``--api-url``, or the tunnel through rank 0 (connecting only rank 0's host)."""
     if args.api_url:
-        async with ApiEndpoint(None, 0, api_url=args.api_url) as endpoint:
+        async with ApiEndpoint(None, 0, api_url=args.api_url,
+                               deadlines=deadlines_for(args, EngineSection())) as endpoint:
             yield endpoint
         return
     _, config = load(args)
     fleet = Fleet(config)
     try:
-        timeout = args.timeout if args.timeout is not None else config.ssh.connect_timeout + 2
-        await rank0_fleet_connected(fleet, timeout)  # not connected: check() reports the tunnel down
+        # not connected in time: check() reports the tunnel down
+        await rank0_fleet_connected(fleet, config.ssh.connect_timeout + 2)
         async with ApiEndpoint(fleet, config.cluster.api_port,
-                               stream_interval=config.ui.stream_frame_ms / 1000) as endpoint:
+                               stream_interval=config.ui.stream_frame_ms / 1000,
+                               deadlines=deadlines_for(args, config.engine)) as endpoint:
             yield endpoint
     finally:
         await fleet.close()
@@ -124,10 +156,10 @@ async def ready_status(endpoint: ApiEndpoint, wait: float) -> EndpointStatus:
     return await endpoint.wait_ready(wait) if wait > 0 else await endpoint.check()
 
 
-def _say_not_ready(status: EndpointStatus) -> None:
+def _say_not_ready(args: argparse.Namespace, status: EndpointStatus) -> None:
     print(f"r37-cockpit: API not ready ({status.state}): {status.message}", file=sys.stderr)
     if status.remedy:
-        print(f"  remedy: {status.remedy}", file=sys.stderr)
+        print(f"  remedy: {remedy(args, status.remedy)}", file=sys.stderr)
 
 
 # --- chat ------------------------------------------------------------------------------------------
@@ -178,8 +210,9 @@ def result_dict(result: ChatResult | None, stats: StreamStats | None, url: str) 
     }
 
 
-def stats_line(result: ChatResult | None, stats: StreamStats | None) -> str:
-    """`TTFT 0.31 s · 50.4 tok/s · 128 tokens · finish stop` (values that are unknown are left out)."""
+def stats_line(result: ChatResult | None, stats: StreamStats | None, *, finished: bool = True) -> str:
+    """`TTFT 0.31 s · 50.4 tok/s · 128 tokens · finish stop` (values that are unknown are left out; no
+    finish reason for a stream that failed)."""
     parts = []
     if stats and stats.ttft_s is not None:
         parts.append(f"TTFT {stats.ttft_s:.2f} s")
@@ -187,7 +220,7 @@ def stats_line(result: ChatResult | None, stats: StreamStats | None) -> str:
         parts.append(f"{stats.decode_tps:.1f} tok/s")
     if result and result.usage:
         parts.append(f"{result.usage.completion_tokens} tokens")
-    if result:
+    if result and finished:
         parts.append(f"finish {result.finish_reason or '?'}")
     return " · ".join(parts)
 
@@ -241,7 +274,7 @@ async def chat_main(args: argparse.Namespace, session: ChatSession) -> int:
         if not status.ok:
             if args.json:
                 print_json({"api": status.to_dict(), "error": status.message})
-            _say_not_ready(status)
+            _say_not_ready(args, status)
             return EXIT_NOT_READY
         client = await endpoint.client()
         printer = None if args.json else _Printer(sys.stdout, sys.stderr)
@@ -255,10 +288,12 @@ async def chat_main(args: argparse.Namespace, session: ChatSession) -> int:
                     printer.content(event.text)
                 elif isinstance(event, Finished):
                     result = event.result
-                elif isinstance(event, StreamError):
-                    error = event
+                elif isinstance(event, StreamError):  # its remedy's commands carry --config if needed
+                    error = replace(event, remedy=remedy(args, event.remedy))
                     result = event.partial
             stats = stream.stats
+        if error is not None and error.partial is not None and error.partial.stats is not None:
+            stats = error.partial.stats  # up to when it was given up on
     if args.json:
         out = result_dict(result, stats, client.base_url)
         if error:
@@ -269,13 +304,13 @@ async def chat_main(args: argparse.Namespace, session: ChatSession) -> int:
         printer.finish()
         for call in result.tool_calls if result else ():
             print(format_tool_call(call))
-        line = stats_line(result, stats)
+        line = stats_line(result, stats, finished=error is None)
         if line:
             print(line, file=sys.stderr)
-        if error:
-            print(f"r37-cockpit: stream failed ({error.kind}): {error.message}", file=sys.stderr)
-            if error.remedy:
-                print(f"  remedy: {error.remedy}", file=sys.stderr)
+    if error:  # on stderr with --json too (as "API not ready" is)
+        print(f"r37-cockpit: stream failed ({error.kind}): {error.message}", file=sys.stderr)
+        if error.remedy:
+            print(f"  remedy: {error.remedy}", file=sys.stderr)
     return EXIT_STREAM_FAILED if error else 0
 
 
@@ -289,7 +324,12 @@ def run_chat(args: argparse.Namespace) -> int:
 
 def step_dict(step: SmokeStep) -> dict[str, Any]:
     return {"name": step.name, "ok": step.ok, "detail": step.detail, "seconds": round(step.seconds, 4),
-            "remedy": step.remedy}
+            "remedy": step.remedy, "kind": step.kind or None}
+
+
+def _stopped_by(steps: list[SmokeStep]) -> SmokeStep | None:
+    """The step that ended the run on a missed deadline, if one did."""
+    return next((s for s in steps if s.missed_deadline), None)
 
 
 async def smoke_main(args: argparse.Namespace) -> list[SmokeStep]:
@@ -298,6 +338,7 @@ async def smoke_main(args: argparse.Namespace) -> list[SmokeStep]:
         if args.wait > 0:
             await endpoint.wait_ready(args.wait)
         async for step in smoke_through(endpoint):
+            step = replace(step, remedy=remedy(args, step.remedy))  # its commands carry --config if needed
             steps.append(step)
             _print_step(step, args.json)
     return steps
@@ -315,8 +356,18 @@ def _print_step(step: SmokeStep, as_json: bool) -> None:
 def run_smoke_cmd(args: argparse.Namespace) -> int:
     steps = run_async_fast(smoke_main(args))
     passed = all_passed(steps)
+    stopped = _stopped_by(steps)
     if args.json:
-        print_json({"passed": passed, "steps": [step_dict(s) for s in steps]})
+        out: dict[str, Any] = {"passed": passed, "steps": [step_dict(s) for s in steps]}
+        if stopped is not None:
+            out["error"] = {"kind": stopped.kind, "message": f"{stopped.name}: {stopped.detail}",
+                            "remedy": stopped.remedy}
+        print_json(out)
     else:
-        print("smoke test " + ("passed" if passed else "FAILED"))
+        print("smoke test " + ("passed" if passed else "FAILED"), flush=True)
+    if stopped is not None:
+        print(f"r37-cockpit: smoke test stopped ({stopped.kind}): {stopped.name}: {stopped.detail}",
+              file=sys.stderr)
+        if stopped.remedy:
+            print(f"  remedy: {stopped.remedy}", file=sys.stderr)
     return 0 if passed else 1

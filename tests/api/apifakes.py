@@ -5,6 +5,11 @@ Routes (all under an optional prefix, so a test picks the behaviour through the 
   /drip/<name>/<bytes>/<ms>      replay in pieces of <bytes> with <ms> pauses (split anywhere)
   /slowfirst/<name>/<ms>         send the role chunk, pause <ms>, then the rest
   /endless                       role chunk, then one content chunk every 20 ms until the client leaves
+  /comments/<ms>                 role chunk, then only an SSE comment every <ms> until the client leaves
+  /idle/<ms>                     role chunk, one content chunk, then every <ms> one of: a comment, an
+                                 empty content chunk, a role-only chunk, a usage-only chunk (no token)
+  /hang                          role chunk, then nothing (a non-streamed request: no answer at all)
+  /trickle                       /health and /v1/models answer one body byte a second
   /status/<code>                 answer <code> with a vLLM error body
   /html                          answer 200 text/html
   /smoke                         behave like the engine for the smoke test (routes by prompt)
@@ -49,6 +54,7 @@ class FakeEngine:
     requests: list[dict[str, Any]] = field(default_factory=list)
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
     chunks_sent: int = 0
+    comments_sent: int = 0
 
 
 def free_port() -> int:
@@ -75,11 +81,55 @@ def _chunk(delta: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
 
+NOT_TOKENS: list[bytes] = [
+    b": keep-alive\n\n",
+    _chunk({"content": ""}),
+    _chunk({"role": "assistant"}),
+    b'data: {"id":"chatcmpl-endless","object":"chat.completion.chunk","created":1764456000,'
+    b'"model":"' + MODEL.encode() + b'","choices":[],"usage":{"prompt_tokens":14,"total_tokens":15,'
+    b'"completion_tokens":1}}\n\n',
+]
+"""What a server may send mid-answer that is not a token (none of it may reset a deadline)."""
+
+
+async def _until_gone(request: web.Request, state: FakeEngine) -> None:
+    """Wait, sending nothing, until the client closed the connection (then mark it)."""
+    while request.transport is not None and not request.transport.is_closing():
+        await asyncio.sleep(0.02)
+    state.disconnected.set()
+
+
+async def _pause(request: web.Request, seconds: float) -> None:
+    """Sleep, but raise ConnectionResetError as soon as the client is gone (a handler is not cancelled
+    when its client leaves, and the test server's cleanup would wait for it)."""
+    end = asyncio.get_running_loop().time() + seconds
+    while (left := end - asyncio.get_running_loop().time()) > 0:
+        if request.transport is None or request.transport.is_closing():
+            raise ConnectionResetError("the client left")
+        await asyncio.sleep(min(left, 0.02))
+
+
+async def _trickle(request: web.Request, body: bytes, content_type: str) -> web.StreamResponse:
+    resp = web.StreamResponse(status=200, headers={"Content-Type": content_type})
+    resp.content_length = len(body)
+    await resp.prepare(request)
+    for i in range(len(body)):
+        await resp.write(body[i : i + 1])
+        try:
+            await _pause(request, 1.0)
+        except ConnectionResetError:
+            return resp
+    await resp.write_eof()
+    return resp
+
+
 def build_app(state: FakeEngine) -> web.Application:
-    async def health(request: web.Request) -> web.Response:
+    async def health(request: web.Request) -> web.StreamResponse:
+        if request.match_info.get("mode") == "trickle":
+            return await _trickle(request, b"ok", "text/plain")
         return web.Response(status=state.health_status, body=b"")
 
-    async def models(request: web.Request) -> web.Response:
+    async def models(request: web.Request) -> web.StreamResponse:
         data = [
             {
                 "id": m,
@@ -93,6 +143,9 @@ def build_app(state: FakeEngine) -> web.Application:
             }
             for m in state.models
         ]
+        if request.match_info.get("mode") == "trickle":
+            return await _trickle(request, json.dumps({"object": "list", "data": data}).encode(),
+                                  "application/json")
         return web.json_response({"object": "list", "data": data})
 
     async def metrics(request: web.Request) -> web.Response:
@@ -125,6 +178,9 @@ def build_app(state: FakeEngine) -> web.Application:
             return web.Response(text="<html>proxy login</html>", content_type="text/html")
         if mode == "smoke":
             return await smoke_chat(request, body)
+        if mode == "hang" and not body.get("stream"):
+            await _until_gone(request, state)
+            return web.Response(status=200)
         resp = _sse_response()
         await resp.prepare(request)
         try:
@@ -147,6 +203,26 @@ def build_app(state: FakeEngine) -> web.Application:
                     await resp.write(_chunk({"content": " wave"}))
                     state.chunks_sent += 1
                     await asyncio.sleep(0.02)
+            elif mode == "comments":
+                await resp.write(_chunk({"role": "assistant", "content": ""}))
+                while True:
+                    await _pause(request, int(arg) / 1000)
+                    await resp.write(b": keep-alive\n\n")
+                    state.comments_sent += 1
+            elif mode == "idle":
+                await resp.write(_chunk({"role": "assistant", "content": ""}))
+                await resp.write(_chunk({"content": "The ocean"}))
+                state.chunks_sent += 1
+                n = 0
+                while True:
+                    await _pause(request, int(arg) / 1000)
+                    await resp.write(NOT_TOKENS[n % len(NOT_TOKENS)])
+                    n += 1
+                    state.comments_sent += 1
+            elif mode == "hang":
+                await resp.write(_chunk({"role": "assistant", "content": ""}))
+                await _until_gone(request, state)
+                return resp
         except (ConnectionResetError, ConnectionError):
             state.disconnected.set()
             return resp
@@ -196,7 +272,8 @@ def build_app(state: FakeEngine) -> web.Application:
         return resp
 
     app = web.Application()
-    for prefix in ("", "/{mode:s|drip|slowfirst|status}/{arg}", "/{mode:endless|html|smoke}"):
+    for prefix in ("", "/{mode:s|drip|slowfirst|status|comments|idle}/{arg}",
+                   "/{mode:endless|html|smoke|hang|trickle}"):
         app.router.add_get(prefix + "/health", health)
         app.router.add_get(prefix + "/v1/models", models)
         app.router.add_get(prefix + "/metrics", metrics)

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import select
 import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from cockpit.cli import main
+from cockpit.constants import SERVED_MODEL
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -162,3 +167,130 @@ def test_unknown_rank_is_a_usage_error(capsys) -> None:
     for command in (["preflight"], ["setup", "env"]):
         assert main(["--config", config, *command, "--rank", "9"]) == 2
         assert "no host has rank 9 (ranks: 0-3)" in capsys.readouterr().err
+
+
+# --- deadlines: a hung engine (role chunk, then nothing) never holds chat or smoke --------------------
+
+
+class _HungEngine(http.server.BaseHTTPRequestHandler):
+    """/health and /v1/models answer; a chat request gets its role chunk (streamed) and nothing more."""
+
+    protocol_version = "HTTP/1.1"
+    closed: ClassVar[threading.Event]
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _send(self, body: bytes, ctype: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/v1/models":
+            self._send(json.dumps({"object": "list", "data": [{"id": SERVED_MODEL, "object": "model"}]})
+                       .encode(), "application/json")
+        else:
+            self._send(b"", "text/plain")
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()  # no length, no chunking: the body runs until the connection closes
+            role = {"id": "chatcmpl-hung", "object": "chat.completion.chunk", "model": SERVED_MODEL,
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+            self.wfile.write(b"data: " + json.dumps(role).encode() + b"\n\n")
+            self.wfile.flush()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the client gives up (its FIN makes the socket readable)
+            if select.select([self.connection], [], [], 0.05)[0] and not self.connection.recv(1):
+                type(self).closed.set()
+                break
+        self.close_connection = True
+
+
+@pytest.fixture
+def hung_url() -> Iterator[tuple[str, threading.Event]]:
+    handler = type("Handler", (_HungEngine,), {"closed": threading.Event()})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler.closed
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_chat_timeout_gives_up_on_a_hung_engine(hung_url: tuple[str, threading.Event], capsys) -> None:
+    url, closed = hung_url
+    t0 = time.monotonic()
+    rc = main(["chat", "hi", "--api-url", url, "--timeout", "1"])
+    took = time.monotonic() - t0
+    out, err = capsys.readouterr()
+    assert rc == 1 and out == ""
+    assert "stream failed (first_token_timeout): no first token within 1 s" in err
+    assert "remedy: The engine may be hung: `r37-cockpit status`" in err  # --api-url: no --config to add
+    assert "`r37-cockpit logs --rank 0 -n 200`" in err
+    assert "finish ?" not in err
+    assert took < 5
+    assert closed.wait(5)  # the request's connection was closed: the server saw it go
+
+
+def test_chat_timeout_json(hung_url: tuple[str, threading.Event], capsys) -> None:
+    url, _closed = hung_url
+    rc = main(["chat", "hi", "--api-url", url, "--timeout", "0.5", "--json"])
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert rc == 1
+    assert out["error"]["kind"] == "first_token_timeout"
+    assert out["error"]["message"] == "no first token within 0.5 s" and "hung" in out["error"]["remedy"]
+    assert out["ttft_s"] is None and out["total_s"] >= 0.5
+    assert "no first token within 0.5 s" in cap.err
+
+
+def test_smoke_timeout_stops_on_a_hung_engine(hung_url: tuple[str, threading.Event], capsys) -> None:
+    url, _closed = hung_url
+    t0 = time.monotonic()
+    rc = main(["smoke", "--api-url", url, "--timeout", "1"])
+    took = time.monotonic() - t0
+    out, err = capsys.readouterr()
+    assert rc == 1 and took < 5
+    lines = out.splitlines()
+    assert lines[0].startswith("PASS  health") and lines[1].startswith("PASS  models")
+    assert lines[2].startswith("FAIL  card request") and "no answer within 1 s; later checks not run" in out
+    assert "counting" not in out and "smoke test FAILED" in out
+    assert "smoke test stopped (first_token_timeout): card request: no answer within 1 s" in err
+    assert "remedy: The engine may be hung" in err
+
+    rc = main(["smoke", "--api-url", url, "--timeout", "0.5", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1 and not data["passed"]
+    assert [s["name"] for s in data["steps"]] == ["health", "models", "card request"]
+    assert data["steps"][2]["kind"] == "first_token_timeout"
+    assert data["error"]["kind"] == "first_token_timeout" and data["error"]["remedy"]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "soon", "inf"])
+def test_timeout_must_be_positive_seconds(value: str, capsys) -> None:
+    for command in ("chat", "smoke"):
+        argv = [command, *(["hi"] if command == "chat" else []), "--timeout", value,
+                "--api-url", "http://127.0.0.1:9"]
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2
+        assert "--timeout" in capsys.readouterr().err
+
+
+def test_timeout_help_names_the_deadlines(capsys) -> None:
+    for command in ("chat", "smoke"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "no first token came within S s" in text and "first_token_timeout_s" in text
+        assert "ssh.connect_timeout + 2 s" in text

@@ -2,12 +2,16 @@
 
 The engine is a simulated, already-booted one started on rank 0 over SSH (bound to rank 0's own
 address, which the demo host forwards 127.0.0.1:<api_port> to) and stopped by closing that SSH stream.
+With its ``hang`` fault (requests get their role chunk, then no token) `chat`, `smoke` and the chat pane
+give up after their deadlines instead of waiting forever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import re
 import struct
 import sys
@@ -22,6 +26,7 @@ import pytest
 from cockpit.api import ChatSession, ChatSettings, ContentDelta, Finished, ReasoningDelta
 from cockpit.api.endpoint import ApiEndpoint
 from cockpit.api.smoke import WEATHER_TOOL
+from cockpit.config import EngineSection
 from cockpit.hosts import Fleet, HostState
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.chat import ChatPane
@@ -39,7 +44,8 @@ class Rank0Engine:
     async def start(self, cluster) -> None:  # type: ignore[no-untyped-def]
         cfg = cluster.config
         argv = [sys.executable, "-m", "cockpit.sim.engine", "serve-ready",
-                "--port", str(cfg.cluster.api_port), "--bind", cfg.host(0).fabric_ip, "--speed", "5"]
+                "--port", str(cfg.cluster.api_port), "--bind", cfg.host(0).fabric_ip, "--speed", "5",
+                "--fault-root", str(cluster.root(0))]  # cluster.fault(0, "hang") applies
 
         async def run() -> None:
             async for _ in self.fleet[0].stream(argv):
@@ -220,3 +226,102 @@ async def test_pane_streams_stops_and_runs_the_smoke_test(rank0: Rank0Engine, de
         smoke = app.query_one(SmokeTurn)
         assert [s.name for s in smoke.steps] == ["health", "models", "card request", "counting", "tool call"]
         assert all(s.ok for s in smoke.steps)
+
+
+# --- a hung engine: nothing waits forever -----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def hung(cluster) -> object:  # type: ignore[no-untyped-def]
+    cluster.fault(0, "hang")
+    try:
+        yield
+    finally:
+        cluster.fault(0, "hang", on=False)
+
+
+async def _cockpit(cluster, *argv: str) -> tuple[int, str, str, float]:  # type: ignore[no-untyped-def]
+    """Run `r37-cockpit --config <the demo's> ARGV…` as the operator would; exit code, out, err, seconds."""
+    t0 = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cockpit", "--config", str(cluster.config_path), *argv,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=dict(os.environ))
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"r37-cockpit {' '.join(argv)} still running after 60 s") from None
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode(), time.monotonic() - t0
+
+
+async def test_chat_and_smoke_give_up_on_a_hung_engine(rank0: Rank0Engine, demo_cluster) -> None:
+    aborted_before = await _metrics(rank0.endpoint, "vllm:request_success_total", ABORT)
+    with hung(demo_cluster):
+        (rc, out, err, took), (src, sout, serr, stook) = await asyncio.gather(
+            _cockpit(demo_cluster, "chat", "--timeout", "10", "hi"),
+            _cockpit(demo_cluster, "smoke", "--timeout", "10", "--json"))
+        assert (await _metrics(rank0.endpoint, "vllm:num_requests_running")) >= 1  # hung, not refused
+
+    assert rc == 1 and out == "", (rc, out, err)
+    assert "stream failed (first_token_timeout): no first token within 10 s" in err
+    cockpit = f"r37-cockpit --config {demo_cluster.config_path.resolve()}"  # the demo's is no default
+    assert f"`{cockpit} status`" in err and f"`{cockpit} logs --rank 0 -n 200`" in err
+    assert "stop head first" in err
+    assert 10 <= took < 15, took
+
+    smoke = json.loads(sout)
+    assert src == 1 and not smoke["passed"], (src, sout, serr)
+    assert [(s["name"], s["ok"]) for s in smoke["steps"]] == [
+        ("health", True), ("models", True), ("card request", False)]
+    assert smoke["error"]["kind"] == "first_token_timeout" and "hung" in smoke["error"]["remedy"]
+    assert "smoke test stopped (first_token_timeout): card request: no answer within 10 s" in serr
+    assert 10 <= stook < 15, stook
+
+    # Healed, the engine goes on with the hung requests: the streamed one finds its client gone (the
+    # connection was closed when the deadline passed) and is aborted, not answered.
+    for _ in range(100):
+        if (await _metrics(rank0.endpoint, "vllm:num_requests_running")) == 0:
+            break
+        await asyncio.sleep(0.1)
+    assert await _metrics(rank0.endpoint, "vllm:request_success_total", ABORT) >= aborted_before + 1
+
+
+async def test_pane_gives_up_on_a_hung_engine_and_takes_the_next_message(rank0: Rank0Engine,
+                                                                         demo_cluster) -> None:
+    engine = EngineSection(hang_after_s=90.0, first_token_timeout_s=3.0, idle_timeout_s=3.0)
+    config = demo_cluster.config.model_copy(update={"engine": engine})
+    app = CockpitApp(config, demo_cluster.config_path)
+    async with app.run_test(size=(130, 35)) as pilot:
+        await pilot.pause()
+        app.action_show_pane("chat")
+        pane = app.query_one(ChatPane)
+        await _until(pilot, lambda: pane.api_status.ok, 30)
+        field = pane.query_one("#chat-input")
+        field.focus()
+        await pilot.pause()
+        await pilot.press("ctrl+t")  # thinking off: a healed engine answers at once
+
+        with hung(demo_cluster):
+            t0 = time.monotonic()
+            await pilot.press(*"hi", "enter")
+            await _until(pilot, lambda: pane._streaming, 5)
+            turn = list(app.query(AssistantTurn))[-1]
+            await _until(pilot, lambda: (turn.waited or 0) >= 2, 10)  # the wait is shown, ticking
+            assert "waiting for the first token · 2 s" in str(turn.query_one(".stats").render())
+            await _until(pilot, lambda: not pane._streaming, 10)
+            took = time.monotonic() - t0
+        assert 3 <= took < 6, took
+        assert turn.finish == "error" and turn.error is not None
+        message, remedy = turn.error
+        assert "no first token within 3 s" in message
+        assert f"`r37-cockpit --config {demo_cluster.config_path.resolve()} logs --rank 0 -n 200`" in remedy
+        shown = str(turn.query_one(".error").render())
+        assert "no first token within 3 s" in shown and "remedy:" in shown
+
+        assert app.focused is field  # the input is ready for the next message
+        await pilot.press(*"Write two sentences about the ocean.", "enter")
+        await _until(pilot, lambda: len(app.query(AssistantTurn)) == 2 and not pane._streaming, 30)
+        answer = list(app.query(AssistantTurn))[-1]
+        assert answer.finish in ("stop", "length") and answer.content_text and answer.error is None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.text import Text
@@ -56,6 +56,7 @@ from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, pars
 from cockpit.api.endpoint import ApiEndpoint, EndpointDown, EndpointStatus, smoke_through
 from cockpit.api.smoke import all_passed
 from cockpit.api.stream import StreamDeadlines
+from cockpit.remedy import cockpit_remedy
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.widgets.chat_turns import AssistantTurn, Notice, SmokeTurn, ToolResultTurn, UserTurn
 
@@ -220,7 +221,7 @@ class ChatPane(Vertical):
         elif self.api_checked:
             text.append(s.message)
             if s.remedy:
-                text.append("\n  remedy: " + s.remedy, style="dim")
+                text.append("\n  remedy: " + self._fix(s.remedy), style="dim")
         else:
             text.append(self.endpoint.describe(), style="dim")
         self.query_one("#chat-status", Static).update(text)
@@ -258,6 +259,10 @@ class ChatPane(Vertical):
             children[0].remove()
         log.mount(widget)
         log.scroll_end(animate=False)
+
+    def _fix(self, text: str) -> str:
+        """A remedy whose quoted cockpit commands carry this cockpit's --config when it is not the default."""
+        return cockpit_remedy(text, self.ctx.config_path)
 
     def notice(self, text: str, style: str = "yellow", remedy: str = "") -> None:
         self._add(Notice(text, style, remedy))
@@ -327,7 +332,7 @@ class ChatPane(Vertical):
         elif isinstance(event, StreamError):
             if event.partial is not None and event.partial.stats is not None:
                 turn.set_stats(event.partial.stats)  # up to when it failed
-            turn.fail_with(f"stream failed ({event.kind}): {event.message}", event.remedy,
+            turn.fail_with(f"stream failed ({event.kind}): {event.message}", self._fix(event.remedy),
                            event.partial.tool_calls if event.partial else ())
             turn.flush()
             self._turn = None
@@ -484,7 +489,7 @@ class ChatPane(Vertical):
             self._smoke = SmokeTurn()
             self._add(self._smoke)
         if step is not None:
-            self._smoke.add_step(step)
+            self._smoke.add_step(replace(step, remedy=self._fix(step.remedy)))
         if passed is not None:
             self._smoke.finish(passed, error)
         self.log_view.scroll_end(animate=False)
