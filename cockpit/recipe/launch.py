@@ -47,7 +47,7 @@ from cockpit.recipe.timeline import (  # re-exported: the launch's model
     event_dict,
     settled,
 )
-from cockpit.recipe.watch import ClusterWatcher
+from cockpit.recipe.watch import NO_ENGINE, ClusterWatcher
 
 __all__ = ["CONTEXT_LINES", "DEFAULT_STUCK_LIMITS", "FAILURE_GRACE", "SECONDARY_GRACE", "ApiChanged",
            "ClusterTimeline", "ClusterVerdict", "ContainerState", "EngineChanged", "Failure", "HostChanged",
@@ -336,9 +336,6 @@ class StatusReport:
                 "engine": self.engine, "verdict": self.verdict.to_dict()}
 
 
-NO_API = readiness.ApiReadiness(False, "down", "rank 0 has no running container", "")
-
-
 def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline) -> StatusReport:
     """The model as a report: what `status`, `--json` and the panes show."""
     ranks = []
@@ -349,7 +346,7 @@ def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline) -
         ranks.append(RankStatus(rank, fleet[rank].target, fleet[rank].status.state.value, tl.container, owner,
                                 tl.phase, tl.progress, tl.failure, tl.condition))
     live = timeline.engine_liveness()
-    return StatusReport(ranks, timeline.api or NO_API, timeline.compute_verdict(),
+    return StatusReport(ranks, timeline.api or NO_ENGINE, timeline.compute_verdict(),
                         live.state if live is not None else "unknown")
 
 

@@ -38,6 +38,8 @@ FRAME_MARK = "r37-cockpit-inspect-end"
 STATUS_TAIL = 400            # log lines read of a container this watcher did not see start
 API_EVERY = 2.0              # seconds between API probes while rank 0 has a running container
 RETRY = 1.0
+NO_ENGINE = readiness.ApiReadiness(False, "down", "rank 0 has no running ds41_r37 container",
+                                   "launch the cluster (pane 4, or `r37-cockpit launch`)", checked_at=0.0)
 
 Listener = Callable[[LaunchEvent], None]
 
@@ -248,11 +250,14 @@ class ClusterWatcher:
             await asyncio.sleep(API_EVERY)
 
     async def probe(self) -> None:
-        """One readiness probe (and a /metrics sample when ready) if rank 0 has a running container."""
+        """One readiness probe (and a /metrics sample when ready). Rank 0's container exited, failed or
+        being stopped: the API is `down`, not what it was. No container of that name: the API is probed
+        all the same (it may be served some other way), and reported as it answers."""
         head = self.timeline[min(self.timeline.ranks)]
-        running = head.container is not None and head.container.running
-        if not running or head.failed or head.stop_began is not None or (
-                self._seen.get(head.rank) is None and not self.fleet[head.rank].status.connected):
+        gone = head.container is not None and not head.container.running
+        if self.api_url is None and (gone or head.failed or head.stop_began is not None):
+            if head.rank in self._seen and self.timeline.api != NO_ENGINE:
+                self.apply(self.timeline.mark_api(NO_ENGINE, time.time()))
             self._api_probed = self._api_probed or head.rank in self._seen
             return
         if head.rank in self._from_start and PHASE_INDEX[head.phase] < PHASE_INDEX[Phase.CUDA_GRAPHS]:

@@ -196,7 +196,7 @@ async def test_pane_streams_stops_and_runs_the_smoke_test(rank0: Rank0Engine, de
         await pilot.pause()
         app.action_show_pane("chat")
         pane = app.query_one(ChatPane)
-        await _until(pilot, lambda: pane.api_status.ok, 30)
+        await _until(pilot, lambda: pane.api_status is not None and pane.api_status.ready, 30)
         pane.query_one("#chat-input").focus()
         await pilot.pause()
 
@@ -297,7 +297,7 @@ async def test_pane_gives_up_on_a_hung_engine_and_takes_the_next_message(rank0: 
         await pilot.pause()
         app.action_show_pane("chat")
         pane = app.query_one(ChatPane)
-        await _until(pilot, lambda: pane.api_status.ok, 30)
+        await _until(pilot, lambda: pane.api_status is not None and pane.api_status.ready, 30)
         field = pane.query_one("#chat-input")
         field.focus()
         await pilot.pause()

@@ -4,22 +4,22 @@ answer waiting for its first token (the pane's clock frozen) and one given up on
 from __future__ import annotations
 
 from cockpit.api import ContentDelta, Finished, ReasoningDelta, RoleStarted, StreamStats, ToolCallDelta, Usage
-from cockpit.api.endpoint import EndpointStatus
 from cockpit.api.errors import REMEDY_NOT_READY, no_first_token
+from cockpit.api.readiness import ApiReadiness
 from cockpit.api.smoke import WEATHER_TOOL
 from cockpit.api.stream import ChatResult, StreamError, ToolCall
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.chat import ChatPane
 
 SIZE = (130, 32)
-READY = EndpointStatus("ready", "ready: /health answered 200", url="http://127.0.0.1:40123", checked_at=0.0)
+READY = ApiReadiness(True, "ready", "ready: /health 200, /v1/models lists deepseek-v4.1-flash",
+                     url="http://127.0.0.1:40123", checked_at=0.0)
 
 
-async def _open_chat(app: CockpitApp, pilot, status: EndpointStatus) -> ChatPane:  # type: ignore[no-untyped-def]
+async def _open_chat(app: CockpitApp, pilot, status: ApiReadiness) -> ChatPane:  # type: ignore[no-untyped-def]
     await pilot.pause()
     app.action_show_pane("chat")
     pane = app.query_one(ChatPane)
-    pane.workers.cancel_group(pane, "chat-api")  # the pane's own health poll: fixed status instead
     pane.query_one("#chat-input").focus()
     await pilot.pause()
     pane.show_api_status(status)
@@ -99,9 +99,10 @@ def test_tool_call_shown(snap_compare, fixed_config) -> None:
 
 def test_api_not_ready(snap_compare, fixed_config) -> None:
     app = CockpitApp(fixed_config, connect=False)
-    status = EndpointStatus(
-        "not_ready", "not ready: http://127.0.0.1:40123/health closed the connection without a response",
-        REMEDY_NOT_READY, "http://127.0.0.1:40123", checked_at=0.0)
+    status = ApiReadiness(
+        False, "not_ready",
+        "not ready: http://127.0.0.1:40123/health closed the connection without a response",
+        REMEDY_NOT_READY, url="http://127.0.0.1:40123", checked_at=0.0)
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
         await _open_chat(app, pilot, status)

@@ -53,7 +53,8 @@ from cockpit.api import (
     load_tools,
 )
 from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
-from cockpit.api.endpoint import ApiEndpoint, EndpointDown, EndpointStatus, smoke_through
+from cockpit.api.endpoint import ApiEndpoint, EndpointDown, smoke_through
+from cockpit.api.readiness import ApiReadiness
 from cockpit.api.smoke import all_passed
 from cockpit.api.stream import StreamDeadlines
 from cockpit.remedy import cockpit_remedy
@@ -68,6 +69,9 @@ HELP = ("commands: /temp T · /top_p P · /max N|off · /effort low|high|xhigh|m
 STATE_LOOK = {
     "ready": ("●", "bold green"),
     "checking": ("…", "dim"),
+    "down": ("○", "dim"),
+    "models_error": ("✗", "red"),
+    "model_missing": ("✗", "red"),
     "tunnel_down": ("✗", "bold red"),
     "engine_dead": ("✗", "bold red"),
     "not_ready": ("◌", "bold yellow"),
@@ -75,11 +79,6 @@ STATE_LOOK = {
     "timeout": ("◌", "bold yellow"),
     "http_error": ("✗", "red"),
 }
-
-
-@dataclass
-class ApiStatusChanged(Message):
-    status: EndpointStatus
 
 
 @dataclass
@@ -152,15 +151,12 @@ class ChatPane(Vertical):
         self.session = ChatSession()
         self.markdown = False
         self.reasoning_collapsed = False
-        self.api_status = EndpointStatus("not_ready", "checking the API…")
-        self.api_checked = False
         engine = ctx.config.engine
         self.deadlines = StreamDeadlines.from_seconds(engine.first_token_timeout_s, engine.idle_timeout_s)
         self.endpoint = ApiEndpoint(None if ctx.api_url else ctx.fleet, ctx.config.cluster.api_port,
                                     api_url=ctx.api_url,
                                     stream_interval=ctx.config.ui.stream_frame_ms / 1000,
                                     deadlines=self.deadlines)
-        self._wake = asyncio.Event()
         self._turn: AssistantTurn | None = None
         self._smoke: SmokeTurn | None = None
         self._streaming = False
@@ -179,51 +175,40 @@ class ChatPane(Vertical):
     def on_mount(self) -> None:
         self._show_status()
         self._show_settings()
-        self.watch_api()
 
     async def on_unmount(self) -> None:
         await self.endpoint.aclose()
 
+    # API status: the live model's (the app's watcher probes it; this pane keeps no verdict of its own)
+
+    @property
+    def api_status(self) -> ApiReadiness | None:
+        return self.ctx.watcher.timeline.api
+
     def api_changed(self) -> None:
-        """The live model saw the API change: check now instead of waiting for the backoff."""
-        self._wake.set()
+        """The live model's API status changed: draw it."""
+        if self.is_mounted:
+            self._show_status()
 
-    # API status -------------------------------------------------------------------------------------
-
-    @work(exclusive=True, group="chat-api", exit_on_error=False)
-    async def watch_api(self) -> None:
-        """Poll /health (through the tunnel) with backoff while not ready; report every change."""
-        last: tuple[str, str] | None = None
-        async for status in self.endpoint.watch(wake=self._wake):
-            key = (status.state, status.message)
-            if key != last:
-                last = key
-                self.post_message(ApiStatusChanged(status))
-
-    def on_api_status_changed(self, message: ApiStatusChanged) -> None:
-        self.show_api_status(message.status)
-
-    def show_api_status(self, status: EndpointStatus) -> None:
-        """Render the endpoint's state (also called by tests with a fixed status)."""
-        self.api_status = status
-        self.api_checked = True
+    def show_api_status(self, status: ApiReadiness) -> None:
+        """Put a status into the model and draw it (snapshot tests, with a fixed status)."""
+        self.ctx.watcher.timeline.api = status
         self._show_status()
 
     def _show_status(self) -> None:
         s = self.api_status
-        state = s.state if self.api_checked else "checking"
+        state = s.health if s is not None else "checking"
         mark, style = STATE_LOOK.get(state, ("?", "red"))
         label = {"ready": "API ready", "tunnel_down": "tunnel down", "engine_dead": "engine dead",
-                 "checking": "checking the API", "http_error": "API error"}.get(state, "API not ready")
+                 "checking": "checking the API", "http_error": "API error",
+                 "down": "no model running"}.get(state, "API not ready")
         text = Text.assemble((f"{mark} {label}", style), "  ")
-        if s.ok:
+        if s is None or s.ready:
             text.append(self.endpoint.describe(), style="dim")
-        elif self.api_checked:
+        else:
             text.append(s.message)
             if s.remedy:
                 text.append("\n  remedy: " + self._fix(s.remedy), style="dim")
-        else:
-            text.append(self.endpoint.describe(), style="dim")
         self.query_one("#chat-status", Static).update(text)
 
     def _settings_label(self) -> str:
@@ -337,8 +322,6 @@ class ChatPane(Vertical):
             turn.flush()
             self._turn = None
             self.log_view.scroll_end(animate=False)
-            if event.kind in ("unreachable", "not_ready", "engine_dead"):
-                self._wake.set()
 
     def _end_turn(self, result: ChatResult) -> None:
         turn = self._turn
