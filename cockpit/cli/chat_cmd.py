@@ -35,13 +35,22 @@ from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, pars
 from cockpit.api.endpoint import ApiEndpoint, EndpointStatus, rank0_fleet_connected, smoke_through
 from cockpit.api.smoke import all_passed
 from cockpit.api.stream import ChatResult, StreamDeadlines, StreamStats
-from cockpit.cli.common import CliError, add_json, load, print_json, remedy, run_async_fast
+from cockpit.cli.common import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    CliError,
+    add_json,
+    load,
+    print_json,
+    remedy,
+    run_async_fast,
+)
 from cockpit.config import EngineSection
 from cockpit.hosts import Fleet
 
-EXIT_STREAM_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_NOT_READY = 3
+EXIT_STREAM_FAILED = EXIT_FAILURE
+EXIT_BAD_INPUT = EXIT_USAGE
+EXIT_NOT_READY = EXIT_FAILURE   # the API does not answer: a failure found (the README's one table)
 
 
 def _positive_seconds(text: str) -> float:

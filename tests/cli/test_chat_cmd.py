@@ -131,7 +131,7 @@ def test_chat_bad_input_is_refused_before_sending(tmp_path: Path, capsys) -> Non
 def test_chat_api_down_is_a_clear_state(capsys) -> None:
     rc = main(["chat", "hi", "--api-url", f"http://127.0.0.1:{_free_port()}"])
     err = capsys.readouterr().err
-    assert rc == 3
+    assert rc == 1
     assert "API not ready" in err and "remedy:" in err
 
 
