@@ -11,9 +11,10 @@ from cockpit.api.chat import (
     tool_result_message,
     user_message,
 )
-from cockpit.api.client import ApiClient, ChatStream, HealthResult, ModelInfo
+from cockpit.api.client import ApiClient, ChatStream, ModelInfo
 from cockpit.api.errors import ApiError
 from cockpit.api.smoke import SmokeStep, run_smoke
+from cockpit.api.status import ApiStatus
 from cockpit.api.stream import (
     ChatEvent,
     ChatResult,
@@ -32,6 +33,7 @@ from cockpit.api.stream import (
 __all__ = [
     "ApiClient",
     "ApiError",
+    "ApiStatus",
     "ChatEvent",
     "ChatInputError",
     "ChatRequest",
@@ -42,7 +44,6 @@ __all__ = [
     "ContentDelta",
     "FileInputError",
     "Finished",
-    "HealthResult",
     "ModelInfo",
     "ReasoningDelta",
     "RoleStarted",

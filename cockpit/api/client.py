@@ -23,7 +23,7 @@ import socket
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 import httpx
 
@@ -40,6 +40,7 @@ from cockpit.api.errors import (
     not_answered_in_time,
 )
 from cockpit.api.sse import SseDecoder, SseError
+from cockpit.api.status import ApiState, ApiStatus
 from cockpit.api.stream import (
     ChatEvent,
     ChatResult,
@@ -53,27 +54,11 @@ from cockpit.api.stream import (
 )
 from cockpit.constants import STREAM_FRAME_MS
 
-HealthState = Literal["ready", "engine_dead", "not_ready", "unreachable", "timeout", "http_error"]
 _MAX_ERROR_BODY = 64 * 1024
 _HEADERS = {"User-Agent": "r37-cockpit"}
 _CHAT_PATH = "/v1/chat/completions"
 STREAM_INTERVAL = STREAM_FRAME_MS / 1000
 """Once an answer's first token is in, its socket is read at most this often (s); see :class:`ApiClient`."""
-
-
-@dataclass(frozen=True, slots=True)
-class HealthResult:
-    """Outcome of ``GET /health`` as a human state with a remedy."""
-
-    state: HealthState
-    message: str
-    remedy: str = ""
-    status: int | None = None
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.state == "ready"
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,28 +202,32 @@ class ApiClient:
 
     # plain endpoints ----------------------------------------------------------------------------
 
-    async def health(self) -> HealthResult:
+    async def health(self) -> ApiStatus:
         """``GET /health``: 200 ready, 503 engine dead, refused = not ready (booting or tunnel down)."""
         t0 = time.perf_counter()
         url = self._url("/health")
+
+        def answer(state: ApiState, message: str, remedy: str = "", code: int | None = None) -> ApiStatus:
+            return ApiStatus(state, message, remedy, self.base_url, http_status=code,
+                             seconds=time.perf_counter() - t0)
+
         try:
             async with asyncio.timeout(self.health_timeout):
                 resp = await self._http.get("/health", timeout=self.health_timeout)
         except TimeoutError:
             err = not_answered_in_time(url, self.health_timeout)
-            return HealthResult("timeout", err.message, err.remedy, None, time.perf_counter() - t0)
+            return answer("timeout", err.message, err.remedy)
         except httpx.HTTPError as exc:
             err = from_transport(exc, url)
-            state: HealthState = (
+            state: ApiState = (
                 err.kind if err.kind in ("unreachable", "not_ready", "timeout") else "unreachable"
             )
-            return HealthResult(state, err.message, err.remedy, None, time.perf_counter() - t0)
-        dt = time.perf_counter() - t0
+            return answer(state, err.message, err.remedy)
         if resp.status_code == 200:
-            return HealthResult("ready", "ready: /health answered 200", "", 200, dt)
+            return answer("ready", "ready: /health answered 200", "", 200)
         err = from_status(resp.status_code, resp.content[:_MAX_ERROR_BODY], url)
-        state = "engine_dead" if err.kind == "engine_dead" else "http_error"
-        return HealthResult(state, err.message, err.remedy, resp.status_code, dt)
+        return answer("engine_dead" if err.kind == "engine_dead" else "http_error", err.message, err.remedy,
+                      resp.status_code)
 
     async def _request(
         self, method: str, path: str, *, total: float | None,

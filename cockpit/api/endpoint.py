@@ -1,6 +1,6 @@
 """Where the API is: an SSH local forward to rank 0's 127.0.0.1:<api_port>, or a given ``--api-url``.
 
-:class:`ApiEndpoint` hands out a ready :class:`ApiClient` and reports, as an :class:`EndpointStatus`,
+:class:`ApiEndpoint` hands out a ready :class:`ApiClient` and reports, as an :class:`ApiStatus`,
 whether the tunnel is down (rank 0's SSH connection is not up), the API is not ready (booting, engine
 dead) or everything answers. The forward binds 127.0.0.1 only and the transport re-establishes it on the
 same local port after rank 0's host reconnects, so the URL stays valid across reconnects.
@@ -11,17 +11,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace
 from typing import Literal
 
-from cockpit.api.client import STREAM_INTERVAL, ApiClient, HealthResult
+from cockpit.api.client import STREAM_INTERVAL, ApiClient
 from cockpit.api.smoke import SmokeStep, run_smoke
+from cockpit.api.status import ApiStatus
 from cockpit.api.stream import StreamDeadlines
 from cockpit.hosts import Fleet, HostUnavailable
 
-EndpointState = Literal[
-    "ready", "tunnel_down", "not_ready", "unreachable", "engine_dead", "timeout", "http_error"
-]
 API_RANK = 0
 REMEDY_TUNNEL = (
     "The API is reached through an SSH tunnel to rank 0: rank 0's host must be connected "
@@ -29,29 +27,10 @@ REMEDY_TUNNEL = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class EndpointStatus:
-    """One look at the endpoint: ``state`` for code, ``message`` and ``remedy`` for the operator."""
-
-    state: EndpointState
-    message: str
-    remedy: str = ""
-    url: str | None = None
-    via: Literal["tunnel", "gateway"] = "tunnel"
-    checked_at: float = field(default_factory=time.time)
-
-    @property
-    def ok(self) -> bool:
-        return self.state == "ready"
-
-    def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "ok": self.ok}
-
-
 class EndpointDown(Exception):
     """No usable URL: the SSH tunnel to rank 0 cannot be opened right now."""
 
-    def __init__(self, status: EndpointStatus):
+    def __init__(self, status: ApiStatus):
         super().__init__(status.message)
         self.status = status
 
@@ -91,9 +70,9 @@ class ApiEndpoint:
         url = self._client.base_url if self._client else "127.0.0.1:<local port>"
         return f"{url} → rank 0's 127.0.0.1:{self.api_port} over SSH"
 
-    def _tunnel_down(self, detail: str, remedy: str | None = None) -> EndpointStatus:
-        return EndpointStatus("tunnel_down", f"SSH tunnel to rank 0 is down: {detail}",
-                              remedy or REMEDY_TUNNEL, None, "tunnel")
+    def _tunnel_down(self, detail: str, remedy: str | None = None) -> ApiStatus:
+        return ApiStatus("tunnel_down", f"SSH tunnel to rank 0 is down: {detail}", remedy or REMEDY_TUNNEL,
+                         None, "tunnel")
 
     async def url(self) -> str:
         """The base URL; for the tunnel, opens (or reuses) the forward. Raises :class:`EndpointDown`."""
@@ -125,7 +104,7 @@ class ApiEndpoint:
                                          stream_interval=self.stream_interval, deadlines=self.deadlines)
             return self._client
 
-    async def check(self) -> EndpointStatus:
+    async def check(self) -> ApiStatus:
         """Tunnel, then ``GET /health``: never raises for network trouble."""
         try:
             client = await self.client()
@@ -133,17 +112,17 @@ class ApiEndpoint:
             return exc.status
         return self.status_from_health(await client.health(), client.base_url)
 
-    def status_from_health(self, health: HealthResult, url: str) -> EndpointStatus:
+    def status_from_health(self, health: ApiStatus, url: str) -> ApiStatus:
         """Turn a health answer into an endpoint status (a tunnel that was lost meanwhile wins)."""
         if not health.ok and self.fleet is not None and not self.api_url:
             host = self.fleet[API_RANK]
             if not host.status.connected:
                 return self._tunnel_down(f"rank 0 is {host.status.state.value}")
-        return EndpointStatus(health.state, health.message, health.remedy, url, self.via)
+        return replace(health, url=url, via=self.via)
 
     async def watch(self, *, ready_every: float = 5.0, first_retry: float = 0.5,
                     max_retry: float = 8.0, wake: asyncio.Event | None = None
-                    ) -> AsyncIterator[EndpointStatus]:
+                    ) -> AsyncIterator[ApiStatus]:
         """Statuses forever: every ``ready_every`` s while ready, else with backoff up to ``max_retry`` s.
 
         Setting ``wake`` checks again at once (e.g. when another pane saw the API come up).
@@ -164,7 +143,7 @@ class ApiEndpoint:
                 pass
             wake.clear()
 
-    async def wait_ready(self, timeout: float) -> EndpointStatus:
+    async def wait_ready(self, timeout: float) -> ApiStatus:
         """Poll with backoff until ready or ``timeout`` s passed; returns the last status."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

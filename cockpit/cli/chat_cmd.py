@@ -32,8 +32,9 @@ from cockpit.api import (
     load_tools,
 )
 from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
-from cockpit.api.endpoint import ApiEndpoint, EndpointStatus, rank0_fleet_connected, smoke_through
+from cockpit.api.endpoint import ApiEndpoint, rank0_fleet_connected, smoke_through
 from cockpit.api.smoke import all_passed
+from cockpit.api.status import ApiStatus
 from cockpit.api.stream import ChatResult, StreamDeadlines, StreamStats
 from cockpit.cli.common import (
     EXIT_FAILURE,
@@ -161,11 +162,11 @@ async def open_endpoint(args: argparse.Namespace) -> AsyncIterator[ApiEndpoint]:
         await fleet.close()
 
 
-async def ready_status(endpoint: ApiEndpoint, wait: float) -> EndpointStatus:
+async def ready_status(endpoint: ApiEndpoint, wait: float) -> ApiStatus:
     return await endpoint.wait_ready(wait) if wait > 0 else await endpoint.check()
 
 
-def _say_not_ready(args: argparse.Namespace, status: EndpointStatus) -> None:
+def _say_not_ready(args: argparse.Namespace, status: ApiStatus) -> None:
     print(f"r37-cockpit: API not ready ({status.state}): {status.message}", file=sys.stderr)
     if status.remedy:
         print(f"  remedy: {remedy(args, status.remedy)}", file=sys.stderr)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from cockpit.api import readiness
+from cockpit.api.status import ApiStatus
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, Result, ShellCommand, command
 from cockpit.recipe import containers as dk
@@ -322,7 +322,7 @@ class RankStatus:
 @dataclass(frozen=True, slots=True)
 class StatusReport:
     ranks: list[RankStatus]
-    api: readiness.ApiReadiness
+    api: ApiStatus
     verdict: ClusterVerdict
     engine: str = "unknown"            # the engine's liveness: unknown | idle | serving | hung
 

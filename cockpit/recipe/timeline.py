@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from cockpit.api import readiness
 from cockpit.api.liveness import GENERATION, PROMPT, RUNNING, EngineSample, HangTracker, Liveness
+from cockpit.api.status import ApiStatus
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.phases import (
     PHASE_INDEX,
@@ -131,7 +131,7 @@ class RankLaunched:
 
 @dataclass(frozen=True, slots=True)
 class ApiChanged:
-    readiness: readiness.ApiReadiness
+    readiness: ApiStatus
 
 
 Owner = Literal["cockpit", "by hand", "none", "unknown"]
@@ -452,7 +452,7 @@ class ClusterTimeline:
 
     def __init__(self, ranks: Iterable[int], *, grace: float = FAILURE_GRACE, hang_after_s: float = 90.0):
         self.ranks: dict[int, RankTimeline] = {r: RankTimeline(r) for r in sorted(ranks)}
-        self.api: readiness.ApiReadiness | None = None
+        self.api: ApiStatus | None = None
         self.liveness: Liveness | None = None
         self.grace = grace                 # a "down" verdict is published this long after the first failure
         self.hang_after_s = hang_after_s
@@ -577,10 +577,10 @@ class ClusterTimeline:
             return logged
         return self.liveness or logged
 
-    def mark_api(self, ready: readiness.ApiReadiness, at: float) -> list[LaunchEvent]:
+    def mark_api(self, ready: ApiStatus, at: float) -> list[LaunchEvent]:
         """Feed a readiness probe: ready turns the head, then every waiting worker, READY."""
         events: list[LaunchEvent] = []
-        changed = self.api is None or (self.api.ready, self.api.health) != (ready.ready, ready.health)
+        changed = self.api is None or self.api.state != ready.state
         self.api = ready
         if changed:
             events.append(ApiChanged(ready))

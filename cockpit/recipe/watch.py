@@ -20,6 +20,7 @@ from cockpit import constants as C
 from cockpit.api import readiness
 from cockpit.api.client import ApiClient
 from cockpit.api.liveness import HangTracker, read_sample
+from cockpit.api.status import ApiStatus
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, HostState, HostUnavailable, every
 from cockpit.recipe import containers as dk
@@ -38,8 +39,8 @@ FRAME_MARK = "r37-cockpit-inspect-end"
 STATUS_TAIL = 400            # log lines read of a container this watcher did not see start
 API_EVERY = 2.0              # seconds between API probes while rank 0 has a running container
 RETRY = 1.0
-NO_ENGINE = readiness.ApiReadiness(False, "down", "rank 0 has no running ds41_r37 container",
-                                   "launch the cluster (pane 4, or `r37-cockpit launch`)", checked_at=0.0)
+NO_ENGINE = ApiStatus("down", "rank 0 has no running ds41_r37 container",
+                      "launch the cluster (pane 4, or `r37-cockpit launch`)", checked_at=0.0)
 
 Listener = Callable[[LaunchEvent], None]
 

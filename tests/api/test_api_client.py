@@ -111,7 +111,7 @@ async def test_truncated_body_is_protocol_error(fake_engine: FakeEngine) -> None
 async def test_health_models_metrics(fake_engine: FakeEngine) -> None:
     async with client_for(fake_engine.base) as client:
         h = await client.health()
-        assert h.ok and h.state == "ready" and h.status == 200
+        assert h.ok and h.state == "ready" and h.http_status == 200
         models = await client.models()
         assert [m.id for m in models] == [MODEL] and models[0].max_model_len == 600000
         assert "vllm:num_requests_running" in await client.metrics_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cockpit.api.readiness import ApiReadiness
+from cockpit.api.status import ApiStatus
 from cockpit.config import load_config
 from cockpit.recipe import containers as dk
 from cockpit.recipe import launch as L
@@ -112,7 +112,7 @@ def test_head_ready_promotes_waiting_workers_and_cluster_is_ready() -> None:
     cluster = L.ClusterTimeline([0, 1, 2, 3])
     _booted(cluster)
     assert cluster[1].phase is Phase.WAIT_HEAD and cluster[0].phase is Phase.API_START
-    events = cluster.settle(cluster.mark_api(ApiReadiness(True, "ready", "ok"), 20.0))
+    events = cluster.settle(cluster.mark_api(ApiStatus("ready", "ok"), 20.0))
     assert all(cluster[r].phase is Phase.READY for r in range(4))
     assert isinstance(events[-1], L.VerdictChanged) and events[-1].verdict.state == "ready"
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from cockpit.api import ContentDelta, Finished, ReasoningDelta, RoleStarted, StreamStats, ToolCallDelta, Usage
 from cockpit.api.errors import REMEDY_NOT_READY, no_first_token
-from cockpit.api.readiness import ApiReadiness
 from cockpit.api.smoke import WEATHER_TOOL
+from cockpit.api.status import ApiStatus
 from cockpit.api.stream import ChatResult, StreamError, ToolCall
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.chat import ChatPane
 
 SIZE = (130, 32)
-READY = ApiReadiness(True, "ready", "ready: /health 200, /v1/models lists deepseek-v4.1-flash",
+READY = ApiStatus("ready", "ready: /health 200, /v1/models lists deepseek-v4.1-flash",
                      url="http://127.0.0.1:40123", checked_at=0.0)
 
 
-async def _open_chat(app: CockpitApp, pilot, status: ApiReadiness) -> ChatPane:  # type: ignore[no-untyped-def]
+async def _open_chat(app: CockpitApp, pilot, status: ApiStatus) -> ChatPane:  # type: ignore[no-untyped-def]
     await pilot.pause()
     app.action_show_pane("chat")
     pane = app.query_one(ChatPane)
@@ -99,8 +99,7 @@ def test_tool_call_shown(snap_compare, fixed_config) -> None:
 
 def test_api_not_ready(snap_compare, fixed_config) -> None:
     app = CockpitApp(fixed_config, connect=False)
-    status = ApiReadiness(
-        False, "not_ready",
+    status = ApiStatus("not_ready",
         "not ready: http://127.0.0.1:40123/health closed the connection without a response",
         REMEDY_NOT_READY, url="http://127.0.0.1:40123", checked_at=0.0)
 

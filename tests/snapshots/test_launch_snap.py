@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cockpit.api.readiness import ApiReadiness
+from cockpit.api.status import ApiStatus
 from cockpit.recipe import containers as dk
 from cockpit.recipe import launch as L
 from cockpit.tui.app import CockpitApp
@@ -83,7 +83,7 @@ def test_all_ready(snap_compare, fixed_config) -> None:
         for r in (3, 2, 1):
             boot(pane, r, WORKER, T0 + 2 * (3 - r), 3.0)
         boot(pane, 0, HEAD, T0 + 8, 3.0)
-        ready = ApiReadiness(True, "ready", "ready: /health 200, /v1/models lists deepseek-v4.1-flash")
+        ready = ApiStatus("ready", "ready: /health 200, /v1/models lists deepseek-v4.1-flash")
         feed(pane, pane.timeline.mark_api(ready, T0 + 110))
 
     app, before = app_with(fixed_config, setup)
@@ -123,7 +123,7 @@ def _serving(pane: LaunchPane) -> None:
     feed(pane, tl[0].feed_container(_running(T0 + 8), T0 + 100))
     for i, line in enumerate(HEAD[-6:]):
         feed(pane, tl[0].feed_line(line, T0 + 90 + i))
-    ready = ApiReadiness(True, "ready", "ready: /health 200, /v1/models lists deepseek-v4.1-flash")
+    ready = ApiStatus("ready", "ready: /health 200, /v1/models lists deepseek-v4.1-flash")
     feed(pane, tl.mark_api(ready, T0 + 96))
 
 

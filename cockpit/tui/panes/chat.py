@@ -54,8 +54,8 @@ from cockpit.api import (
 )
 from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
 from cockpit.api.endpoint import ApiEndpoint, EndpointDown, smoke_through
-from cockpit.api.readiness import ApiReadiness
 from cockpit.api.smoke import all_passed
+from cockpit.api.status import ApiStatus
 from cockpit.api.stream import StreamDeadlines
 from cockpit.remedy import cockpit_remedy
 from cockpit.tui.context import CockpitContext
@@ -182,7 +182,7 @@ class ChatPane(Vertical):
     # API status: the live model's (the app's watcher probes it; this pane keeps no verdict of its own)
 
     @property
-    def api_status(self) -> ApiReadiness | None:
+    def api_status(self) -> ApiStatus | None:
         return self.ctx.watcher.timeline.api
 
     def api_changed(self) -> None:
@@ -190,14 +190,14 @@ class ChatPane(Vertical):
         if self.is_mounted:
             self._show_status()
 
-    def show_api_status(self, status: ApiReadiness) -> None:
+    def show_api_status(self, status: ApiStatus) -> None:
         """Put a status into the model and draw it (snapshot tests, with a fixed status)."""
         self.ctx.watcher.timeline.api = status
         self._show_status()
 
     def _show_status(self) -> None:
         s = self.api_status
-        state = s.health if s is not None else "checking"
+        state = s.state if s is not None else "checking"
         mark, style = STATE_LOOK.get(state, ("?", "red"))
         label = {"ready": "API ready", "tunnel_down": "tunnel down", "engine_dead": "engine dead",
                  "checking": "checking the API", "http_error": "API error",
