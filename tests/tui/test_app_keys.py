@@ -25,3 +25,22 @@ async def test_chat_gets_the_keyboard_and_fkey_leaves(fixed_config) -> None:
         await pilot.press("1")
         await pilot.pause(0.2)
         assert tabs.active == "hosts"
+
+
+async def test_quit_during_a_setup_job_asks_first_and_quits_at_once_otherwise(fixed_config) -> None:
+    from cockpit.tui.confirm import ConfirmQuit
+    from cockpit.tui.panes.setup import SetupPane
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        app.query_one(SetupPane).running = True        # a job in progress (its remote commands would stop)
+        await pilot.press("q")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, ConfirmQuit) and "setup job" in app.screen.why
+        await pilot.press("n")
+        await pilot.pause(0.2)
+        assert app.is_running and not isinstance(app.screen, ConfirmQuit)
+        app.query_one(SetupPane).running = False
+        await pilot.press("q")
+        await pilot.pause(0.2)
+        assert not app.is_running
