@@ -358,6 +358,9 @@ async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None
     async with ClusterWatcher(fleet, cfg, ledger=ledger, api_url=api_url) as watcher:
         await watcher.first_look(timeout)
         await watcher.probe()
+        if watcher.suspect_hang():         # the last stats line is flat: does /metrics still say so now?
+            await asyncio.sleep(1.5)
+            await watcher.probe()
         watcher.tick()
         end = time.monotonic() + watch_engine
         while time.monotonic() < end and watcher.timeline.liveness is not None:

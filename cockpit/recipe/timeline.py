@@ -46,6 +46,19 @@ DEFAULT_STUCK_LIMITS: dict[Phase, float] = {
 }
 
 
+def _stopped_within(stats: list[tuple[float, float, float, int, int]], i: int) -> float | None:
+    """When the tokens stopped inside stats line i's interval, if line i only partly produced them and the
+    next line is flat with requests in the engine: the interval's start plus its share of the rate
+    before (vLLM averages each line over its interval)."""
+    if i < 1 or i + 1 >= len(stats):
+        return None
+    before, this, after = stats[i - 1], stats[i], stats[i + 1]
+    rate, partial = before[1] + before[2], this[1] + this[2]
+    if not 0 < partial < rate or after[1] + after[2] > 0 or after[3] + after[4] == 0:
+        return None
+    return before[0] + (this[0] - before[0]) * partial / rate
+
+
 def _ranks(ranks: Iterable[int]) -> str:
     return ", ".join(map(str, ranks))
 
@@ -454,6 +467,7 @@ class ClusterTimeline:
         self.ranks: dict[int, RankTimeline] = {r: RankTimeline(r) for r in sorted(ranks)}
         self.api: ApiStatus | None = None
         self.liveness: Liveness | None = None
+        self.metrics_flat_until: float | None = None   # wall time of /metrics still showing no progress
         self.grace = grace                 # a "down" verdict is published this long after the first failure
         self.hang_after_s = hang_after_s
         self._verdict = ClusterVerdict("idle", "nothing launched")
@@ -471,7 +485,7 @@ class ClusterTimeline:
         the engine's too)."""
         self.ranks[rank] = RankTimeline(rank)
         if rank == min(self.ranks):
-            self.api, self.liveness = None, None
+            self.api, self.liveness, self.metrics_flat_until = None, None, None
         return self.ranks[rank]
 
     def compute_verdict(self) -> ClusterVerdict:
@@ -555,19 +569,32 @@ class ClusterTimeline:
         return [EngineChanged(live)] if old is None or old.state != live.state else []
 
     def log_liveness(self) -> Liveness | None:
-        """The same hang rule over the head's stats lines (host clock): what a one-off look can tell."""
+        """The same hang rule over the head's stats lines (host clock): what a one-off look can tell.
+
+        vLLM's line averages its last interval, so the line before the first flat one tells when within
+        its interval the tokens stopped (its rate against the one before: a hang a third into the window
+        leaves a third of the rate); and a flat run that /metrics still confirms now (`flat_until`, two
+        samples without growth) lasts until now, not only until the last line."""
         stats = list(self.ranks[min(self.ranks)].stats)
         if not stats:
             return None
         tracker = HangTracker(self.hang_after_s)
+        found = frozenset({RUNNING, GENERATION, PROMPT})
         prompt = gen = 0.0
         live = None
         prev_at = stats[0][0]
-        for at, p_tps, g_tps, running, waiting in stats:
+        for i, (at, p_tps, g_tps, running, waiting) in enumerate(stats):
             dt = max(0.0, at - prev_at)
-            prompt, gen, prev_at = prompt + p_tps * dt, gen + g_tps * dt, at
-            live = tracker.feed(EngineSample(running, waiting, gen, prompt, None, at,
-                                             frozenset({RUNNING, GENERATION, PROMPT})))
+            prompt, gen = prompt + p_tps * dt, gen + g_tps * dt
+            stopped_at = _stopped_within(stats, i)
+            if stopped_at is not None:
+                tracker.feed(EngineSample(running, waiting, gen, prompt, None, stopped_at, found))
+            prev_at = at
+            live = tracker.feed(EngineSample(running, waiting, gen, prompt, None, at, found))
+        last = stats[-1]
+        flat_now = self.metrics_flat_until
+        if flat_now is not None and flat_now > last[0] and last[1] == last[2] == 0 and last[3] + last[4] > 0:
+            live = tracker.feed(EngineSample(last[3], last[4], gen, prompt, None, flat_now, found))
         return live
 
     def engine_liveness(self) -> Liveness | None:

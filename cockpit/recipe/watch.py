@@ -19,7 +19,7 @@ from typing import Any
 from cockpit import constants as C
 from cockpit.api import readiness
 from cockpit.api.client import ApiClient
-from cockpit.api.liveness import HangTracker, read_sample
+from cockpit.api.liveness import EngineSample, HangTracker, read_sample
 from cockpit.api.status import ApiStatus
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, HostState, HostUnavailable, every
@@ -69,6 +69,7 @@ class ClusterWatcher:
         self._seen: dict[int, str | None] = {}      # rank -> container ID of its last frame (None: none)
         self._tail_read: set[int] = set()           # ranks whose current log has been read up to now
         self._api_probed = False
+        self._last_sample: EngineSample | None = None
 
     # ---- life ------------------------------------------------------------------------------------------
 
@@ -212,9 +213,23 @@ class ClusterWatcher:
             if isinstance(item, logs.LogLine):
                 self.apply(tl.feed_line(item.text, item.ts / 1e9))
 
+    def _note_flat(self, sample: EngineSample) -> None:
+        """Two samples in a row with requests in the engine and no counter growth: flat until now."""
+        prev, self._last_sample = self._last_sample, sample
+        flat = (prev is not None and sample.busy and sample.complete
+                and sample.generation_tokens_total == prev.generation_tokens_total
+                and sample.prompt_tokens_total == prev.prompt_tokens_total)
+        self.timeline.metrics_flat_until = time.time() if flat else None
+
+    def suspect_hang(self) -> bool:
+        """The head's last stats line shows requests in the engine and no tokens: worth a second look."""
+        stats = self.timeline[min(self.timeline.ranks)].stats
+        return bool(stats) and stats[-1][1] == stats[-1][2] == 0 and stats[-1][3] + stats[-1][4] > 0
+
     def _reset(self, rank: int) -> RankTimeline:
         if rank == min(self.cfg.ranks):
             self.hang = HangTracker(self.cfg.engine.hang_after_s)   # a new engine: a new series
+            self._last_sample = None
         return self.timeline.reset_rank(rank)
 
     def _stop_follower(self, rank: int) -> None:
@@ -274,5 +289,6 @@ class ClusterWatcher:
                 async with ApiClient(ready.url, connect_timeout=5, read_timeout=5) as client:
                     sample = await read_sample(client)
                 events += self.timeline.mark_liveness(self.hang.feed(sample))
+                self._note_flat(sample)
         self._api_probed = True
         self.apply(events)

@@ -239,3 +239,27 @@ def test_a_worker_stopped_after_losing_its_head_is_stopped_in_whatever_order_it_
         if not container_first:
             tl.feed_container(_exited(exit_code=0, finished=101.0), 101.0)
         assert tl.condition == "stopped" and tl.failure is None, container_first
+
+
+def _stats_line(prompt: float, gen: float, running: int) -> str:
+    return (f"Engine 000: Avg prompt throughput: {prompt:.1f} tokens/s, Avg generation throughput: {gen:.1f} "
+            f"tokens/s, Running: {running} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%")
+
+
+def test_a_hang_is_dated_inside_the_stats_interval_and_confirmed_until_now() -> None:
+    """vLLM's stats line averages its 10 s: a line at a third of the rate says the tokens stopped a third
+    into its interval; /metrics still flat now extends the run past the last line."""
+    cluster = L.ClusterTimeline([0], hang_after_s=15.0)
+    head = cluster[0]
+    head.launched(0.0, "c" * 64)
+    for at, gen in ((100.0, 50.0), (110.0, 50.0), (120.0, 50.0 / 3), (130.0, 0.0)):
+        head.feed_line(_stats_line(0.0, gen, 1), at)
+    live = cluster.log_liveness()                                  # flat since 113.3: 16.7 s at 130
+    assert live is not None and live.state == "hung" and abs(live.since - (110.0 + 10 / 3)) < 0.01
+    cluster.hang_after_s = 25.0
+    assert cluster.log_liveness().state == "serving"             # type: ignore[union-attr]
+    cluster.metrics_flat_until = 140.0                            # /metrics: still no tokens at 140
+    live = cluster.log_liveness()
+    assert live is not None and live.state == "hung"
+    head.feed_line(_stats_line(0.0, 40.0, 1), 150.0)              # tokens again: not hung
+    assert cluster.log_liveness().state == "serving"             # type: ignore[union-attr]
