@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from cockpit.telemetry.logs import parse_timestamp
+from cockpit.telemetry.logs import neutralise, parse_timestamp
 
 _HEX_ID = re.compile(r"^[0-9a-f]{64}$")
 
@@ -88,7 +88,8 @@ class PsEntry:
 
 
 def _s(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+    """A string of docker's JSON, host text: neutralised for a terminal (anything else: "")."""
+    return neutralise(value) if isinstance(value, str) else ""
 
 
 def parse_ps(text: str) -> list[PsEntry]:

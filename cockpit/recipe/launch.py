@@ -48,6 +48,7 @@ from cockpit.recipe.timeline import (  # re-exported: the launch's model
     settled,
 )
 from cockpit.recipe.watch import NO_ENGINE, ClusterWatcher
+from cockpit.telemetry.logs import neutralise
 
 __all__ = ["CONTEXT_LINES", "DEFAULT_STUCK_LIMITS", "FAILURE_GRACE", "SECONDARY_GRACE", "ApiChanged",
            "ClusterTimeline", "ClusterVerdict", "ContainerState", "EngineChanged", "Failure", "HostChanged",
@@ -103,8 +104,8 @@ async def dry_run(fleet: Fleet, cfg: ClusterConfig) -> dict[int, DryRun]:
         res = results[rank]
         dry, real = dry_run_command(cfg, rank).line, launch_command(cfg, rank).line
         if isinstance(res, Result):
-            err = "" if res.ok else (res.stderr.strip() or f"exit status {res.exit_status}")
-            out[rank] = DryRun(rank, dry, real, res.ok, res.stdout.strip(), err)
+            err = "" if res.ok else (neutralise(res.stderr.strip()) or f"exit status {res.exit_status}")
+            out[rank] = DryRun(rank, dry, real, res.ok, neutralise(res.stdout.strip()), err)
         else:
             out[rank] = DryRun(rank, dry, real, False, "", str(res))
     return out
@@ -147,7 +148,7 @@ async def launch_blockers(fleet: Fleet, cfg: ClusterConfig, *, replace_stopped: 
         if not isinstance(res, Result):
             out.append(Blocker(rank, f"rank {rank}: {res}", "every host must be connected to launch"))
         elif not res.ok:
-            out.append(Blocker(rank, f"rank {rank}: docker ps failed: {res.stderr.strip()}",
+            out.append(Blocker(rank, f"rank {rank}: docker ps failed: {neutralise(res.stderr.strip())}",
                                "check that docker runs on that host (`docker info`)"))
         else:
             entry = dk.ps_named(res.stdout, name)
@@ -258,7 +259,7 @@ class Launcher:
                 return False
             if not res.ok:
                 self.ledger.clear_pending(rank)
-                msg = res.stderr.strip() or res.stdout.strip() or f"exit status {res.exit_status}"
+                msg = neutralise(res.stderr.strip() or res.stdout.strip()) or f"exit status {res.exit_status}"
                 self._apply(tl.launch_failed(f"{cmd.line}: {msg}",
                                              "read the message; ranks after this one were not launched; "
                                              "stop the ones that were (head first) before relaunching",
@@ -270,7 +271,8 @@ class Launcher:
                 cid = state.id if state else None
             if cid is None:
                 self.ledger.clear_pending(rank)
-                self._apply(tl.launch_failed(f"{cmd.line} printed no container ID: {res.stdout.strip()!r}",
+                self._apply(tl.launch_failed(f"{cmd.line} printed no container ID: "
+                                             f"{neutralise(res.stdout.strip()[:300])!r}",
                                              "check docker on that host", time.time()))
                 return False
             self.ledger.record(rank, cid, self.cfg.cluster.container_name, self.fleet[rank].target)

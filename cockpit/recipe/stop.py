@@ -20,6 +20,7 @@ from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, command
 from cockpit.recipe import containers as dk
 from cockpit.recipe.launch import inspect_container
 from cockpit.recipe.ledger import Ledger
+from cockpit.telemetry.logs import neutralise
 
 STOP_TIMEOUT = 90.0
 
@@ -116,6 +117,7 @@ async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome
     except (HostUnavailable, CommandTimeout) as exc:
         return StopOutcome(item.rank, False, f"rank {item.rank} NOT stopped: {exc}")
     if not res.ok:
-        return StopOutcome(item.rank, False, res.stderr.strip() or f"exit status {res.exit_status}")
+        why = neutralise(res.stderr.strip()) or f"exit status {res.exit_status}"
+        return StopOutcome(item.rank, False, why)
     ledger.mark_stopped(item.rank, item.container_id)
     return StopOutcome(item.rank, True, f"stopped {item.container_id[:12]}")

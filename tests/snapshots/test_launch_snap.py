@@ -171,3 +171,29 @@ def test_the_relaunch_dialog(snap_compare, fixed_config) -> None:
 
     app, before = app_with(fixed_config, setup)
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+ESCAPES = "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b]0;owned\x07\x1b[2J\x1b]8;;http://x\x07link\x1b]8;;\x07"
+
+
+def test_host_text_reaches_the_screen_neutralised(snap_compare, fixed_config) -> None:
+    """Docker's error text, a dry run's output and a crash line, each carrying OSC 52 (clipboard), a title,
+    clear-screen and a hyperlink: shown as visible symbols, never sent to the terminal."""
+    def setup(pane: LaunchPane) -> None:
+        runs = dry_runs(fixed_config)
+        runs[3] = L.DryRun(3, runs[3].dry_command, runs[3].launch_command, True, "docker run " + ESCAPES)
+        pane.show_dry_run(runs, [])
+        boot(pane, 1, [*WORKER[:4], "RuntimeError: CUDA error: an illegal memory access " + ESCAPES], T0, 2.0)
+        error = ESCAPES.replace("\x1b", "\\u001b").replace("\x07", "\\u0007")   # as JSON escapes
+        (state,) = dk.parse_inspect(
+            '[{"Id": "' + "c" * 64 + '", "Name": "/ds41_r37", "State": {"Status": "exited", '
+            '"Running": false, "ExitCode": 1, "Error": "' + error + '", '
+            '"FinishedAt": "2025-05-01T10:00:25Z"}}]')
+        feed(pane, pane.timeline[1].feed_container(state, T0 + 25))
+        pane.refresh_view()
+        shown = [pane.query_one(f"#{w}").render() for w in ("launch-failure", "launch-commands")]
+        assert all("\x1b" not in str(getattr(t, "plain", t)) and "\x07" not in str(getattr(t, "plain", t))
+                   for t in shown)
+
+    app, before = app_with(fixed_config, setup, dry=False)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)

@@ -32,6 +32,7 @@ from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import ReplaceItem, execute_replace
 from cockpit.recipe.stop import StopItem, execute_stop, plan_stop
 from cockpit.remedy import cockpit_remedy
+from cockpit.telemetry.logs import neutralise
 from cockpit.tui.confirm import ConfirmCommands, ConfirmResult
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.widgets.timeline import TimelineView
@@ -172,11 +173,11 @@ class LaunchPane(Vertical, can_focus=True):
             text.append(f"rank {rank}  ", style="bold")
             text.append(f"$ {d.launch_command}\n", style="cyan")
             if d.ok:
-                text.append(f"        {d.output}\n", style="dim")
+                text.append(f"        {neutralise(d.output)}\n", style="dim")
             else:
-                text.append(f"        dry run FAILED: {d.error}\n", style="red")
+                text.append(f"        dry run FAILED: {neutralise(d.error)}\n", style="red")
         for b in self.blockers:
-            text.append(f"refused: {b.reason}\n", style="bold red")
+            text.append(f"refused: {neutralise(b.reason)}\n", style="bold red")
             text.append(f"  what to do: {self._fix(b.remedy)}\n", style="red")
         return text
 
@@ -190,14 +191,14 @@ class LaunchPane(Vertical, can_focus=True):
             log.display = False
             self._shown_failure = None
             return
-        extra = f"\n  container: {failure.exit_reason}" if failure.exit_reason else ""
+        extra = f"\n  container: {neutralise(failure.exit_reason)}" if failure.exit_reason else ""
         box.update(Text.assemble((f"rank {failure.rank}: {failure.label}\n", "bold red"),
-                                 ("  cause: ", "bold"), (failure.cause, "red"), extra,
+                                 ("  cause: ", "bold"), (neutralise(failure.cause), "red"), extra,
                                  ("\n  remedy: ", "bold"), self._fix(failure.remedy),
                                  (f"\n  {len(failure.context)} lines before the cause below", "dim")))
         if failure != self._shown_failure:
             log.clear()
-            log.write_lines([_plain(line) for line in failure.context])
+            log.write_lines([neutralise(line) for line in failure.context])
             log.display = True
             self._shown_failure = failure
 
@@ -218,7 +219,8 @@ class LaunchPane(Vertical, can_focus=True):
         self.refresh_view()
 
     def on_notice(self, message: Notice) -> None:
-        self.query_one("#launch-notice", Static).update(Text(message.text, style=message.style))
+        """Notices quote hosts (a lock holder, docker's stderr): neutralised like every host text."""
+        self.query_one("#launch-notice", Static).update(Text(neutralise(message.text), style=message.style))
 
     def note(self, text: str, style: str = "") -> None:
         self.post_message(Notice(text, style))
@@ -395,8 +397,3 @@ class LaunchPane(Vertical, can_focus=True):
         await self.ctx.watcher.probe()
         self.ctx.watcher.tick()
         self.note("", "")
-
-
-def _plain(line: str) -> str:
-    """Host text for the Log widget: control characters neutralised."""
-    return "".join(ch if ch.isprintable() or ch == "\t" else "�" for ch in line)
