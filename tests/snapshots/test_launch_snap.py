@@ -197,3 +197,16 @@ def test_host_text_reaches_the_screen_neutralised(snap_compare, fixed_config) ->
 
     app, before = app_with(fixed_config, setup, dry=False)
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_one_rank_failed_in_the_light_theme(snap_compare, fixed_config) -> None:
+    """The verdict, timeline and failure box stay readable on a light background."""
+    def setup(pane: LaunchPane) -> None:
+        pane.app.theme = "textual-light"
+        boot(pane, 3, WORKER[:6], T0, 5.0)
+        boot(pane, 2, WORKER[:6], T0 + 2, 5.0)
+        boot(pane, 1, NCCL, T0 + 4, 2.0)
+        boot(pane, 0, HEAD[:10], T0 + 6, 3.0)
+
+    app, before = app_with(fixed_config, setup)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
