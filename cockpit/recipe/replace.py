@@ -26,7 +26,7 @@ import secrets
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol
@@ -98,8 +98,7 @@ class ReplaceItem:
     commands: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "action": self.action, "reason": self.reason,
-                "container_id": self.container_id, "commands": list(self.commands)}
+        return asdict(self)
 
 
 class DockerFailed(Exception):
@@ -342,9 +341,7 @@ class ReplaceOutcome:
     archived_lines: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "ok": self.ok, "message": self.message, "container_id": self.container_id,
-                "archive_path": self.archive_path, "archived_bytes": self.archived_bytes,
-                "archived_lines": self.archived_lines}
+        return asdict(self)
 
 
 async def _still_replaceable(host: Transport, rank: int, name: str, cid: str, ledger: Ledger) -> str:

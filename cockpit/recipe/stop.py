@@ -12,7 +12,7 @@ stopped either (stopping them first would leave a head serving without workers) 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from cockpit.config import ClusterConfig
@@ -38,8 +38,7 @@ class StopItem:
     container_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "action": self.action, "reason": self.reason, "command": self.command,
-                "container_id": self.container_id}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +48,7 @@ class StopOutcome:
     message: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "ok": self.ok, "message": self.message}
+        return asdict(self)
 
 
 def stop_order(ranks: list[int]) -> list[int]:

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any
 
 from cockpit import constants as C
 from cockpit.api import readiness
@@ -180,9 +179,13 @@ class ClusterWatcher:
             self._points.pop(rank, None)
             self._tail_read.discard(rank)
             tl = self._reset(rank)
-        tl.owner = self._owner(rank, state)
-        rec = self.ledger.records().get(rank)
-        if rec is not None and rec.container_id == state.id and rec.stop_requested_at is not None:
+        rec = self.ledger.records().get(rank)      # one read of the ledger per look
+        unrecorded = rec is None or rec.container_id != state.id
+        if unrecorded and self.ledger.adopt(rank, state.id, state.created_at):
+            rec = self.ledger.records().get(rank)  # its docker run was in flight when the host was lost
+        ours = rec is not None and rec.container_id == state.id
+        tl.owner = "cockpit" if ours else "by hand"
+        if ours and rec is not None and rec.stop_requested_at is not None:
             tl.request_stop(rec.stop_requested_at)
         changed = tl.container != state
         if changed:
@@ -190,10 +193,6 @@ class ClusterWatcher:
         idle = rank not in self._followers or self._followers[rank].done()
         if idle and not (state.exited and rank in self._tail_read):
             self._followers[rank] = asyncio.create_task(self._follow(rank, state), name=f"log-{rank}")
-
-    def _owner(self, rank: int, state: ContainerState) -> Any:
-        # claim: recorded, or created by a launch whose docker run was in flight when the host was lost
-        return "cockpit" if self.ledger.claim(rank, state.id, state.created_at) else "by hand"
 
     async def _follow(self, rank: int, state: ContainerState) -> None:
         """Read the container's log up to now (its tail, or all of it), then follow it while it runs."""
