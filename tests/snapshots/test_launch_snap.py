@@ -199,8 +199,10 @@ def test_host_text_reaches_the_screen_neutralised(snap_compare, fixed_config) ->
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
-def test_one_rank_failed_in_the_light_theme(snap_compare, fixed_config) -> None:
-    """The verdict, timeline and failure box stay readable on a light background."""
+def test_one_rank_failed_in_the_light_theme(snap_compare, fixed_config, tmp_path, monkeypatch) -> None:
+    """The verdict, timeline and failure box stay readable on a light background. (A theme picked at run
+    time is remembered per user: here in a state directory of this test's own, so no other test sees it.)"""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     def setup(pane: LaunchPane) -> None:
         pane.app.theme = "textual-light"
         boot(pane, 3, WORKER[:6], T0, 5.0)
