@@ -527,9 +527,10 @@ def cross_problems(cfg: ClusterConfig) -> list[tuple[str, str]]:
 class ConfigError(Exception):
     """A config that cannot be used; `problems` are (key path, reason) pairs."""
 
-    def __init__(self, path: Path | None, problems: list[tuple[str, str]]):
+    def __init__(self, path: Path | None, problems: list[tuple[str, str]], code: str = "config-invalid"):
         self.path = path
         self.problems = problems
+        self.code = code  # stable error code (cockpit.errorcodes): config-invalid, config-missing, …
         super().__init__(self.render())
 
     def render(self) -> str:
@@ -653,7 +654,7 @@ def read_text_file(path: Path, what: str = "file") -> str:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise ConfigError(path, [("", f"{what} not found")]) from None
+        raise ConfigError(path, [("", f"{what} not found")], "config-missing") from None
     except IsADirectoryError:
         raise ConfigError(path, [("", f"is a directory, not a {what}")]) from None
     except PermissionError:
@@ -685,7 +686,8 @@ def discover_config(explicit: str | os.PathLike[str] | None = None) -> Path:
     if user.is_file():
         return user
     raise ConfigError(None, [("", "no cluster.toml: pass --config PATH, or put one in ./cluster.toml or "
-                                  f"{user}; `r37-cockpit demo` runs on a simulated cluster")])
+                                  f"{user}; `r37-cockpit demo` runs on a simulated cluster")],
+                      "config-missing")
 
 
 # ---- dumping ------------------------------------------------------------------------------------------

@@ -18,9 +18,12 @@ from cockpit.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     CliError,
+    error_json,
+    print_json,
     remedy,
 )
 from cockpit.config import ConfigError
+from cockpit.errorcodes import CODES
 
 # One module per command group, each with `register(subparsers)`; listed in help order. A module that
 # is not there (yet) is left out.
@@ -74,13 +77,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "tui"])
+    want_json = bool(getattr(args, "json", False))
     try:
         return int(args.func(args) or EXIT_OK)
     except ConfigError as exc:
         print(exc.render(), file=sys.stderr)
+        if want_json:
+            print_json({**exc.as_json(), "error": {"code": exc.code, "message": exc.render(),
+                                                   "remedy": CODES[exc.code].remedy}})
         return EXIT_USAGE
     except CliError as exc:
-        print(f"r37-cockpit: {remedy(args, str(exc))}", file=sys.stderr)
+        message = remedy(args, str(exc))
+        print(f"r37-cockpit: {message}", file=sys.stderr)
+        if want_json:
+            print_json(error_json(exc.code, message))
         return exc.exit_code
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -88,10 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        if want_json:
+            print_json(error_json("interrupted", "interrupted"))
         return EXIT_INTERRUPTED
     except Exception as exc:  # the user gets a sentence, developers a traceback on demand
         if os.environ.get("R37_DEBUG"):
             traceback.print_exc()
         print(f"r37-cockpit: internal error: {type(exc).__name__}: {exc} "
               "(set R37_DEBUG=1 to see the traceback)", file=sys.stderr)
+        if want_json:
+            print_json(error_json("internal", f"{type(exc).__name__}: {exc}"))
         return EXIT_INTERNAL

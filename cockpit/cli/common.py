@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from cockpit.config import ClusterConfig, discover_config, load_config
+from cockpit.errorcodes import CODES
+from cockpit.errorcodes import check as check_code
 from cockpit.recipe.checks import ranks_text
 from cockpit.remedy import cockpit_remedy
 
@@ -36,16 +38,29 @@ EXIT_INTERNAL = 70      # a bug in the cockpit (EX_SOFTWARE)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
-class CliError(Exception):
-    """A failure the user can act on: printed as one sentence, no traceback."""
+_DEFAULT_CODE = {EXIT_USAGE: "usage", EXIT_REFUSED: "launch-blocked", EXIT_FAILURE: "command-failed"}
 
-    def __init__(self, message: str, exit_code: int = EXIT_FAILURE):
+
+class CliError(Exception):
+    """A failure the user can act on: printed as one sentence, no traceback.
+
+    ``code`` is its stable error code (`cockpit.errorcodes`), printed in ``--json`` output.
+    """
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILURE, code: str | None = None):
         super().__init__(message)
         self.exit_code = exit_code
+        self.code = check_code(code or _DEFAULT_CODE.get(exit_code, "command-failed"))
 
 
 def usage_error(message: str) -> CliError:
-    return CliError(message, EXIT_USAGE)
+    return CliError(message, EXIT_USAGE, "usage")
+
+
+def error_json(code: str, message: str, remedy: str | None = None) -> dict[str, Any]:
+    """The `--json` shape of a command that failed: `{"ok": false, "error": {code, message, remedy}}`."""
+    return {"ok": False, "error": {"code": check_code(code), "message": message,
+                                   "remedy": remedy if remedy is not None else CODES[code].remedy}}
 
 
 def check_ranks(config: ClusterConfig, ranks: list[int] | None) -> None:

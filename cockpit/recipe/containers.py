@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from cockpit.telemetry.logs import neutralise, parse_timestamp
+from cockpit.safetext import neutralise
+from cockpit.telemetry.logs import parse_timestamp
 
 _HEX_ID = re.compile(r"^[0-9a-f]{64}$")
 

@@ -48,7 +48,7 @@ from cockpit.recipe.timeline import (  # re-exported: the launch's model
     settled,
 )
 from cockpit.recipe.watch import NO_ENGINE, ClusterWatcher
-from cockpit.telemetry.logs import neutralise
+from cockpit.safetext import neutralise
 
 __all__ = ["CONTEXT_LINES", "DEFAULT_STUCK_LIMITS", "FAILURE_GRACE", "SECONDARY_GRACE", "ApiChanged",
            "ClusterTimeline", "ClusterVerdict", "ContainerState", "EngineChanged", "Failure", "HostChanged",

@@ -37,7 +37,7 @@ from cockpit.hosts.shell import Cmd, sections
 from cockpit.recipe import containers as dk
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger, cluster_key, state_dir
-from cockpit.telemetry.logs import neutralise
+from cockpit.safetext import neutralise
 
 INSPECT_TIMEOUT = 20.0       # seconds for one `docker inspect`
 ARCHIVE_TIMEOUT = 900.0      # seconds for the whole `docker logs -t ID` stream (a long-running engine's log)

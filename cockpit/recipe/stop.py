@@ -20,7 +20,7 @@ from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, command
 from cockpit.recipe import containers as dk
 from cockpit.recipe.launch import inspect_container
 from cockpit.recipe.ledger import Ledger
-from cockpit.telemetry.logs import neutralise
+from cockpit.safetext import neutralise
 
 STOP_TIMEOUT = 90.0
 

@@ -15,7 +15,6 @@ import asyncio
 import calendar
 import contextlib
 import os
-import re
 import tempfile
 import time
 from array import array
@@ -31,6 +30,7 @@ from typing import NamedTuple, Protocol
 from cockpit.constants import CONTAINER_NAME
 from cockpit.hosts.shell import ShellCommand, command
 from cockpit.hosts.state import HostUnavailable
+from cockpit.safetext import neutralise
 
 DEFAULT_CAPACITY = 200_000
 NO_CONTAINER = "No such container"
@@ -47,33 +47,7 @@ class LogLine(NamedTuple):
     text: str    # neutralised: no control characters left
 
 
-# ---- text ----------------------------------------------------------------------------------------
-
-_SGR = re.compile(r"\x1b\[[0-9;:]*m")
-_CTRL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_VISIBLE = {c: chr(0x2400 + c) for c in range(0x20)}
-_VISIBLE[0x7F] = "\u2421"
-_VISIBLE.update({c: f"\\x{c:02x}" for c in range(0x80, 0xA0)})
-_VISIBLE.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
-_VISIBLE.pop(0x09)
-
-
-def neutralise(text: str) -> str:
-    """Host text made safe for a terminal: colour codes dropped, other controls shown as symbols.
-
-    A trailing CR (CRLF output) is removed, tabs become spaces, ESC/CR/BEL/… become their visible
-    Unicode control pictures (␛ ␍ ␇), C1 controls and bidi overrides become `\\xNN` / `\\uNNNN`.
-    """
-    if text.isprintable():
-        return text
-    if text.endswith("\r"):
-        text = text.rstrip("\r")
-    if "\t" in text:
-        text = text.expandtabs(8)
-    if _CTRL.search(text) is None:
-        return text
-    text = _SGR.sub("", text)
-    return text.translate(_VISIBLE)
+# ---- text: the one neutraliser lives in cockpit.safetext (re-exported here) --------------------
 
 
 # ---- timestamps ----------------------------------------------------------------------------------

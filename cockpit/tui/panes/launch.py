@@ -32,7 +32,7 @@ from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import ReplaceItem, execute_replace
 from cockpit.recipe.stop import StopItem, execute_stop, plan_stop
 from cockpit.remedy import cockpit_remedy
-from cockpit.telemetry.logs import neutralise
+from cockpit.safetext import neutralise
 from cockpit.tui.confirm import ConfirmCommands, ConfirmResult
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.widgets.timeline import TimelineView
