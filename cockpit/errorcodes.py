@@ -63,6 +63,12 @@ _ALL = [
     ErrorCode("cluster-locked", "another cockpit holds the launch lock on rank 0's host",
               "wait for it, or `--break-lock` once it is known dead"),
     ErrorCode("launch-failed", "a rank failed during the launch", "read the rank's first failure and log"),
+    ErrorCode("dry-run-failed", "the launch's dry run failed on a rank", "`r37-cockpit setup recipe`, then "
+              "`r37-cockpit setup env`"),
+    ErrorCode("rank-failed", "a rank's container failed (crashed, OOM, exited non-zero): the cluster is down",
+              "read the rank's first failure; stop all ranks, relaunch"),
+    ErrorCode("state-unknown", "the cockpit cannot tell the cluster's state (docker unreadable on a host)",
+              "look at the host named; `r37-cockpit status` again"),
     ErrorCode("not-stopped", "a rank could not be stopped (host unreachable or docker failed)",
               "retry when the host is back; `--force` skips unreachable ranks"),
     ErrorCode("not-ours", "the container was not started by this cockpit", "stop it the way it was started"),

@@ -32,7 +32,7 @@ from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostUnavailable
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
-from cockpit.recipe.lock import ClusterLock, LockError
+from cockpit.recipe.lock import ClusterLock, LockError, LockHeld
 from cockpit.recipe.phases import PHASES, Phase
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import execute_replace
@@ -90,7 +90,8 @@ async def _connected_fleet(fleet: Fleet, cfg: ClusterConfig) -> None:
 
 def _confirm(question: str) -> bool:
     if not sys.stdin.isatty():
-        raise CliError("refusing to change the hosts without confirmation: add --yes", EXIT_REFUSED)
+        raise CliError("refusing to change the hosts without confirmation: add --yes", EXIT_REFUSED,
+                       "needs-confirmation")
     answer = input(f"{question} [y/N] ").strip().lower()
     return answer in ("y", "yes")
 
@@ -104,6 +105,11 @@ def _say(args: argparse.Namespace, text: str, data: dict[str, Any]) -> None:
         print_json_line(data)
     else:
         print(remedy(args, text), flush=True)
+
+
+def _lock_code(exc: LockError) -> str:
+    """Held by another cockpit, or rank 0 (where the lock lives) out of reach."""
+    return "cluster-locked" if isinstance(exc, LockHeld) else "host-unreachable"
 
 
 def print_json_line(data: dict[str, Any]) -> None:
@@ -190,7 +196,7 @@ async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[in
         if bad:
             ranks = ", ".join(str(d.rank) for d in bad)
             raise CliError(f"the dry run failed on rank {ranks}: fix that first (`r37-cockpit setup recipe`, "
-                           "then `r37-cockpit setup env`)", EXIT_REFUSED)
+                           "then `r37-cockpit setup env`)", EXIT_REFUSED, "dry-run-failed")
         try:
             async with ClusterLock(fleet, cfg, "launch") as lock:
                 if lock.warning:
@@ -198,7 +204,7 @@ async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[in
                          {"event": "LockTakenOver", "warning": lock.warning})
                 return await _gated_launch(args, cfg, fleet, booting)
         except LockError as exc:
-            raise CliError(f"launch {exc}", EXIT_REFUSED) from None
+            raise CliError(f"launch {exc}", EXIT_REFUSED, _lock_code(exc)) from None
 
 
 async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fleet,
@@ -231,7 +237,7 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
     if gate.replace:
         question = f"Archive and remove {len(gate.replace)} stopped container(s), then launch ranks {order}?"
     if not args.yes and not _confirm(question):
-        raise CliError("launch cancelled", EXIT_REFUSED)
+        raise CliError("launch cancelled", EXIT_REFUSED, "needs-confirmation")
     if gate.replace:
         outcomes = await execute_replace(fleet, cfg, gate.replace, ledger)
         for o in outcomes:
@@ -239,7 +245,7 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
                  {"event": "Replaced", **o.to_dict()})
         if not all(o.ok for o in outcomes):
             raise CliError("launch stopped: a stopped container could not be archived and removed "
-                           "(see above)")
+                           "(see above)", code="launch-blocked")
     t0 = time.time()
     launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=stuck_limits(args.phase_limit),
                           emit=lambda ev: _say(args, event_text(ev, t0), L.event_dict(ev)))
@@ -255,12 +261,13 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
     ok = verdict.state == "ready"
     if not finished:
         _say(args, f"timed out after {args.timeout:g} s: {verdict.summary}",
-             {"event": "Result", "ok": False, "state": "timeout", "summary": verdict.summary})
+             {"event": "Result", "ok": False, "state": "timeout", "summary": verdict.summary,
+              "code": "launch-failed"})
         return 1
     todo = f"\n    what to do: {verdict.remedy}" if verdict.remedy else ""
     _say(args, f"result: {verdict.summary}{todo}",
          {"event": "Result", "ok": ok, "state": verdict.state, "summary": verdict.summary,
-          "remedy": verdict.remedy})
+          "remedy": verdict.remedy, "code": None if ok else (verdict.code or "launch-failed")})
     return 0 if ok else 1
 
 
@@ -342,7 +349,7 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig) -> int:
                       "(a cluster launched by hand is never stopped by r37-cockpit)")
             return 0
         if todo and not args.yes and not _confirm(f"Stop {len(todo)} container(s), head first?"):
-            raise CliError("stop cancelled", EXIT_REFUSED)
+            raise CliError("stop cancelled", EXIT_REFUSED, "needs-confirmation")
         head_lost = any(i.rank == 0 for i in lost)
         try:
             if head_lost:
@@ -355,9 +362,9 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig) -> int:
                 async with ClusterLock(fleet, cfg, "stop"):
                     outcomes = await execute_stop(fleet, plan, ledger, force=args.force)
         except LockError as exc:
-            raise CliError(f"stop {exc}", EXIT_REFUSED) from None
+            raise CliError(f"stop {exc}", EXIT_REFUSED, _lock_code(exc)) from None
         except HostUnavailable as exc:
-            raise CliError(str(exc)) from None
+            raise CliError(str(exc), code="not-stopped") from None
         if args.json:
             print_json({"plan": [i.to_dict() for i in plan], "stopped": [o.to_dict() for o in outcomes]})
         else:

@@ -160,9 +160,18 @@ class ClusterVerdict:
     first_failed: int | None = None
     remedy: str = ""
 
+    @property
+    def code(self) -> str | None:
+        """The stable error code of a verdict that is a failure state (`cockpit.errorcodes`), else None."""
+        return VERDICT_CODES.get(self.state)
+
     def to_dict(self) -> dict[str, Any]:
         return {"state": self.state, "summary": self.summary, "first_failed": self.first_failed,
-                "remedy": self.remedy}
+                "remedy": self.remedy, "code": self.code}
+
+
+VERDICT_CODES: dict[str, str] = {"hung": "engine-hung", "down": "rank-failed", "host-lost": "host-lost",
+                                 "unknown": "state-unknown"}
 
 
 @dataclass(frozen=True, slots=True)
