@@ -21,7 +21,7 @@ from cockpit.api.client import ApiClient
 from cockpit.api.liveness import EngineSample, HangTracker, read_sample
 from cockpit.api.status import ApiStatus
 from cockpit.config import ClusterConfig
-from cockpit.hosts import CommandTimeout, Fleet, HostState, HostUnavailable, every
+from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, every
 from cockpit.recipe import containers as dk
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger
@@ -250,8 +250,7 @@ class ClusterWatcher:
             status = self.fleet[rank].status
             if status.connected:
                 events += tl.host_back(now)
-            elif status.state in (HostState.LOST, HostState.UNREACHABLE, HostState.KEY_REFUSED,
-                                  HostState.AUTH_FAILED):
+            elif status.down:
                 # whatever runs there is not known now: never "nothing launched" for that rank
                 events += tl.host_lost(status.error or status.state.value, now)
             events += tl.check_stuck(now, self.limits)

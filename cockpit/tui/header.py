@@ -19,8 +19,7 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
                 looked: bool = True) -> Text:
     up = sum(s.state is HostState.CONNECTED for s in statuses)
     total = len(statuses)
-    bad = [s for s in statuses if s.state in (HostState.LOST, HostState.KEY_REFUSED, HostState.AUTH_FAILED,
-                                             HostState.UNREACHABLE)]
+    bad = [s for s in statuses if s.down]
     style = "bold green" if up == total else ("bold red" if bad else "yellow")
     text = Text.assemble(("r37-cockpit", "bold"), "  │  cluster ", (cluster, "bold"), "  │  hosts ",
                          (f"{up}/{total} connected", style))
