@@ -11,8 +11,10 @@ import ipaddress
 import math
 import os
 import re
+import stat
 import tomllib
 import typing
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +30,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from cockpit import constants as C
+from cockpit.safetext import clip, neutralise
 
 # ---- value rules --------------------------------------------------------------------------------------
 
@@ -51,17 +54,51 @@ _IMAGE_REF = re.compile(
 )
 
 
-def _control_char(value: str) -> str | None:
-    for ch in value:
-        if ord(ch) < 32 or ord(ch) == 127:
-            return _CONTROL_NAMES.get(ch, f"a control character (U+{ord(ch):04X})")
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_LINE_SEPS = {"\u2028": "a line separator (U+2028)", "\u2029": "a paragraph separator (U+2029)",
+              "\x85": "a next-line control (U+0085)"}
+SYSTEM_ROOTS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+                "/root", "/run", "/sbin", "/sys", "/usr", "/var")
+"""Directories no model, Engram or cache path may be (a bind mount of one hands the container the host)."""
+NEVER_INSIDE = ("/boot", "/dev", "/etc", "/proc", "/sys")
+"""System trees no such path may lie inside either."""
+
+
+def _unsafe_char(ch: str) -> str | None:
+    """Why `ch` may not appear in a path or name (None if it may): controls, bidi, invisible characters."""
+    o = ord(ch)
+    if o < 32 or 0x7F <= o <= 0x9F:
+        return _LINE_SEPS.get(ch) or _CONTROL_NAMES.get(ch, f"a control character (U+{o:04X})")
+    if ch in _LINE_SEPS:
+        return _LINE_SEPS[ch]
+    if ch in _BIDI:
+        return f"a bidirectional override or isolate (U+{o:04X}), which makes text display reordered"
+    if o > 0x7F and unicodedata.category(ch) in ("Cf", "Cs", "Zl", "Zp"):
+        return f"an invisible format character (U+{o:04X})"
     return None
+
+
+def _control_char(value: str) -> str | None:
+    if value.isascii() and value.isprintable():
+        return None
+    for ch in value:
+        bad = _unsafe_char(ch)
+        if bad:
+            return bad
+    return None
+
+
+def shown(value: str, limit: int = 120) -> str:
+    """`value` quoted for a message: repr (escapes every control), cut with a mark if long."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}… ({len(value)} characters)"
 
 
 def _no_control(value: str) -> str:
     bad = _control_char(value)
     if bad:
-        raise ValueError(f"{value!r} contains {bad}")
+        raise ValueError(f"{shown(value)} contains {bad}")
     return value
 
 
@@ -72,8 +109,9 @@ def _host_safe(value: str, what: str = "value") -> str:
     _no_control(value)
     metas = sorted(set(value) & SHELL_META)
     if metas:
-        shown = " ".join(metas)
-        raise ValueError(f"{value!r} contains shell metacharacter{'s' if len(metas) > 1 else ''} {shown}")
+        listed = " ".join(metas)
+        plural = "s" if len(metas) > 1 else ""
+        raise ValueError(f"{shown(value)} contains shell metacharacter{plural} {listed}")
     return value
 
 
@@ -82,36 +120,66 @@ def _path_parts(value: str) -> None:
         raise ValueError(f"path is longer than 4095 bytes ({len(value.encode())})")
     for part in value.split("/"):
         if part == "..":
-            raise ValueError(f"{value!r} contains a '..' component")
+            raise ValueError(f"{shown(value)} contains a '..' component")
         if len(part.encode()) > 255:
-            raise ValueError(f"{value!r} has a component longer than 255 bytes")
+            raise ValueError(f"{shown(value)} has a component longer than 255 bytes")
+
+
+def _no_whitespace(value: str) -> None:
+    """Host paths hold no whitespace: cluster.env is sourced by bash on the hosts and the recipe's scripts
+    (not the cockpit's) would split an unquoted `$MODEL_PATH`; a trailing space is also invisible."""
+    for ch in value:
+        if ch.isspace() or unicodedata.category(ch) == "Zs":
+            what = "a space" if ch == " " else f"whitespace (U+{ord(ch):04X})"
+            raise ValueError(f"{shown(value)} contains {what}: host paths may not hold whitespace "
+                             "(the recipe's scripts on the hosts would split the path)")
 
 
 def host_path(value: str) -> str:
-    """An absolute path on a host."""
+    """An absolute path on a host: no whitespace, controls, bidi or shell metacharacters."""
     _host_safe(value, "path")
+    _no_whitespace(value)
     if not value.startswith("/"):
-        raise ValueError(f"{value!r} is not an absolute path (it must start with '/')")
+        raise ValueError(f"{shown(value)} is not an absolute path (it must start with '/')")
     _path_parts(value)
     return value
 
 
+def normal_path(value: str) -> str:
+    """`value` with repeated and trailing slashes and '.' components removed ('/srv//a/./' -> '/srv/a')."""
+    parts = [p for p in value.split("/") if p not in ("", ".")]
+    return "/" + "/".join(parts)
+
+
 def mount_path(value: str) -> str:
-    """An absolute host path that is bind-mounted into the container (docker -v SRC:DST splits on ':')."""
+    """An absolute host path that is bind-mounted into the container (docker -v SRC:DST splits on ':').
+
+    Never a system directory: mounting `/`, `/usr` or `/etc` read-write would hand the container the host.
+    """
     host_path(value)
     if ":" in value:
-        raise ValueError(f"{value!r} contains ':', which docker -v cannot mount")
+        raise ValueError(f"{shown(value)} contains ':', which docker -v cannot mount")
+    norm = normal_path(value)
+    if norm in SYSTEM_ROOTS:
+        raise ValueError(f"{shown(value)} is a system directory ({norm}); use a directory of its own, "
+                         "e.g. /srv/models/NAME")
+    inside = next((r for r in NEVER_INSIDE if norm.startswith(r + "/")), None)
+    if inside:
+        raise ValueError(f"{shown(value)} lies inside the system directory {inside}")
     return value
 
 
 def recipe_dir_path(value: str) -> str:
     """Absolute, or relative to the SSH login's home directory."""
     _host_safe(value, "path")
+    _no_whitespace(value)
     if value.startswith("~"):
-        raise ValueError(f"{value!r}: write it relative to the login's home (e.g. 'r37-recipe'), "
+        raise ValueError(f"{shown(value)}: write it relative to the login's home (e.g. 'r37-recipe'), "
                          "'~' is not expanded")
     if value.startswith("-"):
-        raise ValueError(f"{value!r} must not start with '-'")
+        raise ValueError(f"{shown(value)} must not start with '-' (it would be read as an option)")
+    if normal_path(value) in SYSTEM_ROOTS and value.startswith("/"):
+        raise ValueError(f"{shown(value)} is a system directory; the recipe needs a directory of its own")
     _path_parts(value)
     return value
 
@@ -119,35 +187,51 @@ def recipe_dir_path(value: str) -> str:
 def repo_relative_path(value: str) -> str:
     """A path inside a Hugging Face repository."""
     _host_safe(value, "path")
+    _no_whitespace(value)
     if value.startswith(("/", "-", "~")):
-        raise ValueError(f"{value!r} must be relative to the repository root")
+        raise ValueError(f"{shown(value)} must be relative to the repository root")
     _path_parts(value)
     return value
 
 
 def local_path(value: str) -> str:
-    """A path on the admin box (may start with '~')."""
+    """A path on the admin box (may start with '~'; spaces allowed: it never reaches a shell)."""
     if not value:
         raise ValueError("path is empty")
-    return _no_control(value)
+    _no_control(value)
+    if len(value.encode()) > 4095:
+        raise ValueError(f"path is longer than 4095 bytes ({len(value.encode())})")
+    return value
+
+
+_IFNAME = re.compile(r"[A-Za-z0-9_.@-]{1,15}")
 
 
 def interface_name(value: str) -> str:
-    """Linux netdev name rules (1-15 bytes, not '.'/'..', no '/', ':' or whitespace), shell-safe."""
+    """A Linux netdev name (1-15 of letters, digits, '_', '.', '@', '-'; not '.'/'..'), never an option.
+
+    ':' is refused too: Linux refuses it in a name (`eth0:1` is an address label, not an interface).
+    """
     if not value:
         raise ValueError("interface name is empty")
-    if value.isascii() and value.isprintable() and len(value) <= 15 and value not in (".", ".."):
-        bad = sorted(set(value) & (SHELL_META | set("/: ")))
-        if not bad:
-            return value
-    raise ValueError(f"{value!r} is not a valid network interface name (1-15 characters; "
-                     "no '/', ':', whitespace or shell metacharacters)")
+    if value.startswith("-"):
+        raise ValueError(f"{shown(value)} is not a valid network interface name: it starts with '-' and "
+                         "would be read as a command option")
+    if not _IFNAME.fullmatch(value) or value in (".", ".."):
+        raise ValueError(f"{shown(value)} is not a valid network interface name (1-15 characters of "
+                         "letters, digits, '_', '.', '@', '-'; no '/', ':', whitespace or shell "
+                         "metacharacters)")
+    return value
 
 
 def hca_name(value: str) -> str:
+    """An RDMA device name (rocep1s0f1, mlx5_0): letters, digits and '_', so never an option."""
+    if value.startswith("-"):
+        raise ValueError(f"{shown(value)} is not a valid RDMA device name: it starts with '-' and would "
+                         "be read as a command option")
     if not _HCA.fullmatch(value):
-        raise ValueError(f"{value!r} is not a valid RDMA device name (letters, digits and '_', "
-                         "e.g. rocep1s0f0)")
+        raise ValueError(f"{shown(value)} is not a valid RDMA device name (1-63 letters, digits and '_', "
+                         "e.g. rocep1s0f0 or mlx5_0)")
     return value
 
 
@@ -172,9 +256,9 @@ def ip_text(value: str) -> str:
     try:
         addr = ipaddress.ip_address(value)
     except ValueError:
-        raise ValueError(f"{value!r} is not an IPv4 or IPv6 address") from None
+        raise ValueError(f"{shown(value)} is not an IPv4 or IPv6 address") from None
     if isinstance(addr, ipaddress.IPv6Address) and addr.scope_id:
-        raise ValueError(f"{value!r}: scoped IPv6 addresses are not supported")
+        raise ValueError(f"{shown(value)}: scoped IPv6 addresses are not supported")
     return str(addr)
 
 
@@ -187,33 +271,33 @@ def ssh_target(value: str) -> str:
     except ValueError:
         pass
     if "@" in value:
-        raise ValueError(f"{value!r}: put the login name in 'user', not in 'ssh'")
+        raise ValueError(f"{shown(value)}: put the login name in 'user', not in 'ssh'")
     if ":" in value or value.startswith("["):
-        raise ValueError(f"{value!r}: put the port in 'port', not in 'ssh'")
+        raise ValueError(f"{shown(value)}: put the port in 'port', not in 'ssh'")
     if value.startswith("-"):
-        raise ValueError(f"{value!r} must not start with '-'")
+        raise ValueError(f"{shown(value)} must not start with '-'")
     if not _HOSTNAME.fullmatch(value):
-        raise ValueError(f"{value!r} is not a hostname, IP address or ssh_config alias")
+        raise ValueError(f"{shown(value)} is not a hostname, IP address or ssh_config alias")
     return value
 
 
 def login_name(value: str) -> str:
     if not _LOGIN.fullmatch(value):
-        raise ValueError(f"{value!r} is not a valid login name (letters, digits, '.', '_', '-'; "
+        raise ValueError(f"{shown(value)} is not a valid login name (letters, digits, '.', '_', '-'; "
                          "starting with a letter or '_'; at most 32 characters)")
     return value
 
 
 def container_name_text(value: str) -> str:
     if not _CONTAINER.fullmatch(value):
-        raise ValueError(f"{value!r} is not a valid docker container name (letters, digits, '_', '.', "
+        raise ValueError(f"{shown(value)} is not a valid docker container name (letters, digits, '_', '.', "
                          "'-'; starting with a letter or digit; 2-128 characters)")
     return value
 
 
 def image_ref(value: str) -> str:
     if len(value) > 255 or not _IMAGE_REF.fullmatch(value):
-        raise ValueError(f"{value!r} is not a valid docker image reference (e.g. {C.IMAGE_TAG})")
+        raise ValueError(f"{shown(value)} is not a valid docker image reference (e.g. {C.IMAGE_TAG})")
     return value
 
 
@@ -222,7 +306,7 @@ def repo_id(value: str) -> str:
     ok = (sep and _REPO_PART.fullmatch(owner) and _REPO_PART.fullmatch(name)
           and "--" not in value and ".." not in value)
     if not ok:
-        raise ValueError(f"{value!r} is not a Hugging Face repository id 'owner/name'")
+        raise ValueError(f"{shown(value)} is not a Hugging Face repository id 'owner/name'")
     return value
 
 
@@ -234,27 +318,27 @@ def revision_text(value: str) -> str:
           and not value.endswith(("/", ".", ".lock")) and ".." not in value and "//" not in value
           and "/." not in value)
     if not ok:
-        raise ValueError(f"{value!r} is not a 40-hex commit or a safe ref name "
+        raise ValueError(f"{shown(value)} is not a 40-hex commit or a safe ref name "
                          "(letters, digits, '.', '_', '-', '/')")
     return value
 
 
 def sha256_hex(value: str) -> str:
     if not _HEX64.fullmatch(value):
-        raise ValueError(f"{value!r} is not a sha256 digest (64 hex digits)")
+        raise ValueError(f"{shown(value)} is not a sha256 digest (64 hex digits)")
     return value.lower()
 
 
 def image_id_text(value: str) -> str:
     if not (value.startswith("sha256:") and _HEX64.fullmatch(value[7:])):
-        raise ValueError(f"{value!r} is not a docker image ID ('sha256:' and 64 hex digits)")
+        raise ValueError(f"{shown(value)} is not a docker image ID ('sha256:' and 64 hex digits)")
     return value.lower()
 
 
 def cluster_name(value: str) -> str:
     if not _CLUSTER_NAME.fullmatch(value):
-        raise ValueError(f"{value!r} is not a valid cluster name (letters, digits, space, '_', '.', '-'; "
-                         "at most 64 characters)")
+        raise ValueError(f"{shown(value)} is not a valid cluster name (letters, digits, space, '_', '.', "
+                         "'-'; at most 64 characters)")
     return value
 
 
@@ -351,7 +435,8 @@ def cipher_list(value: list[str]) -> list[str]:
         raise ValueError("at least one cipher is needed; known: " + ", ".join(SSH_CIPHERS))
     for name in value:
         if name not in SSH_CIPHERS:
-            raise ValueError(f"{name!r} is not a cipher the cockpit offers; known: " + ", ".join(SSH_CIPHERS))
+            raise ValueError(f"{shown(name)} is not a cipher the cockpit offers; known: "
+                             + ", ".join(SSH_CIPHERS))
     if len(set(value)) != len(value):
         raise ValueError("a cipher is listed twice")
     return value
@@ -376,15 +461,15 @@ def keymap_rules(value: dict[str, str]) -> dict[str, str]:
     """Binding id -> Textual key(s), e.g. {"quit": "ctrl+q", "help": "question_mark,f1"}."""
     for binding, keys in value.items():
         if not _BINDING_ID.fullmatch(binding):
-            raise ValueError(f"{binding!r} is not a binding id (letters, digits, '_', '.', '-')")
+            raise ValueError(f"{shown(binding)} is not a binding id (letters, digits, '_', '.', '-')")
         if not _KEYS.fullmatch(keys):
-            raise ValueError(f"{binding}: {keys!r} is not a key or comma-separated keys (e.g. 'ctrl+q')")
+            raise ValueError(f"{binding}: {shown(keys)} is not a key or comma-separated keys (e.g. 'ctrl+q')")
     return value
 
 
 def theme_name(value: str) -> str:
     if not _THEME.fullmatch(value):
-        raise ValueError(f"{value!r} is not a theme name (letters, digits, '_', '-')")
+        raise ValueError(f"{shown(value)} is not a theme name (letters, digits, '_', '-')")
     return value
 
 
@@ -515,9 +600,45 @@ def cross_problems(cfg: ClusterConfig) -> list[tuple[str, str]]:
                                                 f"{cfg.hosts[targets[key]].rank} (one host per rank)"))
         else:
             targets[key] = i
+    problems += path_problems(cfg)
     if cfg.cluster.api_port == cfg.cluster.coord_port:
         problems.append(("cluster.coord_port", f"the coordination port {cfg.cluster.coord_port} is the "
                                                "same as the API port; they must differ"))
+    return problems
+
+
+def _path_keys(cfg: ClusterConfig, i: int, host: HostEntry) -> list[tuple[str, str]]:
+    """(key that sets it, path) of the model, Engram and cache directory of hosts[i]."""
+    return [
+        (f"hosts[{i}].model_path" if host.model_path else "model.path", cfg.model_path(host.rank)),
+        (f"hosts[{i}].engram_path" if host.engram_path else "paths.engram", cfg.engram_path(host.rank)),
+        (f"hosts[{i}].cache_path" if host.cache_path else "paths.cache", cfg.cache_path(host.rank)),
+    ]
+
+
+def path_problems(cfg: ClusterConfig) -> list[tuple[str, str]]:
+    """Model, Engram and cache directories of one host are three separate trees: none equal to another
+    or inside another (the Engram overlay would be written into the checkpoint, the cache into either)."""
+    problems: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for i, host in enumerate(cfg.hosts):
+        entries = _path_keys(cfg, i, host)
+        for a in range(len(entries)):
+            for b in range(a + 1, len(entries)):
+                (key_a, path_a), (key_b, path_b) = entries[a], entries[b]
+                na, nb = normal_path(path_a), normal_path(path_b)
+                if na == nb:
+                    why = f"{shown(path_b)} is the same directory as {key_a} ({shown(path_a)})"
+                elif nb.startswith(na + "/"):
+                    why = f"{shown(path_b)} lies inside {key_a} ({shown(path_a)})"
+                elif na.startswith(nb + "/"):
+                    why = f"{shown(path_b)} contains {key_a} ({shown(path_a)})"
+                else:
+                    continue
+                if (key_a, key_b) not in seen:
+                    seen.add((key_a, key_b))
+                    problems.append((key_b, why + "; model, Engram and cache directories must be "
+                                            "separate trees"))
     return problems
 
 
@@ -534,8 +655,9 @@ class ConfigError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
+        """One `FILE: KEY: REASON` line per problem, neutralised (a key or path may hold escapes)."""
         where = str(self.path) if self.path else "<config>"
-        return "\n".join(f"{where}: {key}: {reason}" if key else f"{where}: {reason}"
+        return "\n".join(neutralise(clip(f"{where}: {key}: {reason}" if key else f"{where}: {reason}", 2000))
                          for key, reason in self.problems)
 
     def as_json(self) -> dict[str, Any]:
@@ -561,11 +683,12 @@ def _kind(value: object) -> str:
     if isinstance(value, bool):
         return f"boolean {str(value).lower()}"
     if isinstance(value, int):
-        return f"integer {value}"
+        return f"integer {value}" if abs(value) < 10**30 else "an integer too large for any key"
+
     if isinstance(value, float):
         return f"float {value!r}"
     if isinstance(value, str):
-        return f"string {value!r}"
+        return f"string {shown(value)}"
     if isinstance(value, dict):
         return "a table"
     if isinstance(value, list):
@@ -639,6 +762,8 @@ def config_from_data(data: dict[str, Any], path: Path | None = None) -> ClusterC
         return ClusterConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(path, problems_from(exc)) from None
+    except RecursionError:
+        raise ConfigError(path, [("", "tables or arrays are nested too deeply")]) from None
 
 
 def parse_config(text: str, path: Path | None = None) -> ClusterConfig:
@@ -646,13 +771,36 @@ def parse_config(text: str, path: Path | None = None) -> ClusterConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, [("", _toml_problem(exc))]) from None
+    except RecursionError:
+        raise ConfigError(path, [("", "TOML tables or arrays are nested too deeply")]) from None
+    except ValueError as exc:   # an integer of more than 4300 digits
+        raise ConfigError(path, [("", f"TOML value cannot be read: {shown(str(exc), 200)}")]) from None
     return config_from_data(data, path)
+
+
+MAX_FILE_BYTES = 1 << 20
+"""A cluster.toml or cluster.env is a few KB: anything over 1 MiB is refused before it is parsed."""
+
+
+def _read_capped(path: Path, what: str) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES (a FIFO or device is never waited on)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(path, [("", f"is not a regular file (a device, FIFO or socket), not a {what}")])
+        raw = fh.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError(path, [("", f"is larger than {MAX_FILE_BYTES >> 20} MiB: not a {what}")])
+    return raw
 
 
 def read_text_file(path: Path, what: str = "file") -> str:
     """UTF-8 text of a file, or ConfigError with one clear problem."""
     try:
-        raw = path.read_bytes()
+        raw = _read_capped(path, what)
     except FileNotFoundError:
         raise ConfigError(path, [("", f"{what} not found")], "config-missing") from None
     except IsADirectoryError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -94,28 +94,51 @@ def check(path: str | os.PathLike[str] | None = None) -> Result:
     return True, text, data
 
 
-def write_new(path: Path, text: str, *, force: bool = False, mode: int = 0o644) -> None:
-    """Write `text` atomically (temp file in the same directory, then link or rename).
+def create_temp(directory: Path, name: str, mode: int = 0o666) -> tuple[int, Path]:
+    """A new file `.NAME.RANDOM.tmp` in `directory`, opened for writing, created with `mode` and the
+    umask applied by the kernel (0o666 gives what any other program's new file would get)."""
+    for _ in range(100):
+        tmp = directory / f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        except FileExistsError:
+            continue
+        return fd, tmp
+    raise FileExistsError(f"no free temporary name in {directory}")
 
-    Without `force` an existing file is never replaced: the final step is a hard link, which fails if
-    the name exists (a plain existence check stands in on filesystems without hard links).
-    Raises FileExistsError or OSError.
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or link in `directory` durable (ignored where a directory cannot be opened)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_new(path: Path, text: str, *, force: bool = False, mode: int = 0o666) -> None:
+    """Write `text` atomically (temp file in the same directory, flushed and fsynced, then link or rename).
+
+    The file is created with `mode` less the umask (0o666: what the operator's umask allows; pass 0o600
+    for a file that may hold anything private), never chmod-ed afterwards. Without `force` an existing
+    file is never replaced: the final step is a hard link, which fails if the name exists (a plain
+    existence check stands in on filesystems without hard links). Raises FileExistsError or OSError.
     """
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory")
     if not force and (path.exists() or path.is_symlink()):
         raise FileExistsError(f"{path} exists (use --force to replace it)")
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    tmp = Path(tmp_name)
+    fd, tmp = create_temp(directory, path.name, mode)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, mode)
         if force:
             os.replace(tmp, path)
+            fsync_dir(directory)
             return
         try:
             os.link(tmp, path)
@@ -125,6 +148,7 @@ def write_new(path: Path, text: str, *, force: bool = False, mode: int = 0o644) 
             if path.exists():
                 raise FileExistsError(f"{path} exists (use --force to replace it)") from None
             os.replace(tmp, path)
+        fsync_dir(directory)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

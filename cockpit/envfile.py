@@ -15,6 +15,7 @@ from typing import Any
 
 from cockpit import constants as C
 from cockpit.config import ClusterConfig, ConfigError, config_from_data
+from cockpit.safetext import clip, neutralise
 
 EnvValue = str | list[str]
 
@@ -54,11 +55,12 @@ class EnvFileError(ConfigError):
         super().__init__(path, [(key, reason) for _, key, reason in entries])
 
     def render(self) -> str:
+        """One `FILE:LINE: KEY: REASON` line per problem, neutralised."""
         where = str(self.path) if self.path else "cluster.env"
         out = []
         for line, key, reason in self.entries:
             head = f"{where}:{line}" if line is not None else where
-            out.append(f"{head}: {key}: {reason}" if key else f"{head}: {reason}")
+            out.append(neutralise(clip(f"{head}: {key}: {reason}" if key else f"{head}: {reason}", 2000)))
         return "\n".join(out)
 
 

@@ -177,6 +177,64 @@ BAD: list[tuple[str, Callable[[dict[str, Any]], None] | str, str, str]] = [
     ("bad keymap keys", sect_set("ui", keymap={"quit": "ctrl q"}), "ui.keymap",
      "quit: 'ctrl q' is not a key or comma-separated keys"),
     ("bad theme", sect_set("ui", theme="../x"), "ui.theme", "is not a theme name"),
+    # control, C1, bidi and invisible characters in every path (issue 11)
+    ("C1 control in path", sect_set("model", path="/srv/models/a\x9bb"), "model.path",
+     "contains a control character (U+009B)"),
+    ("NEL in path", sect_set("paths", engram="/srv/e\x85x"), "paths.engram", "next-line control (U+0085)"),
+    ("DEL in path", host_set(1, cache_path="/srv/c\x7fx"), "hosts[1].cache_path",
+     "control character (U+007F)"),
+    ("bidi override in path", sect_set("model", path="/srv/models/\u202egnp.exe"), "model.path",
+     "bidirectional override or isolate (U+202E)"),
+    ("bidi isolate in recipe dir", sect_set("paths", recipe_dir="r37\u2066x"), "paths.recipe_dir",
+     "bidirectional override or isolate (U+2066)"),
+    ("line separator in path", sect_set("paths", cache="/srv/c\u2028x"), "paths.cache",
+     "a line separator (U+2028)"),
+    ("zero-width space in path", sect_set("paths", cache="/srv/c\u200bx"), "paths.cache",
+     "an invisible format character (U+200B)"),
+    ("bidi in archive path", sect_set("runtime", archive="r\u202dx.tar"), "runtime.archive",
+     "bidirectional override"),
+    ("C1 in local path", sect_set("ssh", known_hosts="/home/a/\x9b31mkh"), "ssh.known_hosts",
+     "control character (U+009B)"),
+    ("bidi in local path", sect_set("ssh", identity_file="~/.ssh/\u202eid"), "ssh.identity_file",
+     "bidirectional override"),
+    ("space in model path", sect_set("model", path="/data/my models/m"), "model.path",
+     "contains a space: host paths may not hold whitespace"),
+    ("trailing space in path", host_set(2, engram_path="/srv/engram "), "hosts[2].engram_path",
+     "contains a space"),
+    ("nbsp in path", sect_set("paths", cache="/srv/a\u00a0b"), "paths.cache", "whitespace (U+00A0)"),
+    ("space in recipe dir", sect_set("paths", recipe_dir="r37 recipe"), "paths.recipe_dir", "whitespace"),
+    # names that become command arguments (issue 11)
+    ("option iface", host_set(0, fabric_iface="--help"), "hosts[0].fabric_iface",
+     "starts with '-' and would be read as a command option"),
+    ("dash iface", host_set(3, fabric_iface="-x"), "hosts[3].fabric_iface", "read as a command option"),
+    ("colon iface", host_set(0, fabric_iface="eth0:1"), "hosts[0].fabric_iface", "no '/', ':'"),
+    ("space iface", host_set(0, fabric_iface="eth 0"), "hosts[0].fabric_iface",
+     "not a valid network interface name"),
+    ("non-ascii iface", host_set(0, fabric_iface="eth\u0430"), "hosts[0].fabric_iface",
+     "not a valid network interface name"),
+    ("dot iface", host_set(0, fabric_iface=".."), "hosts[0].fabric_iface", "not a valid network interface"),
+    ("option hca", host_set(1, ib_hca=["--help"]), "hosts[1].ib_hca[0]", "read as a command option"),
+    ("hca too long", host_set(1, ib_hca=["m" * 64]), "hosts[1].ib_hca[0]", "not a valid RDMA device name"),
+    # model, Engram and cache directories (issue 11)
+    ("root model path", sect_set("model", path="/"), "model.path", "is a system directory (/)"),
+    ("usr engram path", sect_set("paths", engram="/usr/"), "paths.engram", "is a system directory (/usr)"),
+    ("etc cache path", host_set(1, cache_path="//etc"), "hosts[1].cache_path", "system directory (/etc)"),
+    ("proc subdir", sect_set("paths", cache="/proc/self"), "paths.cache",
+     "inside the system directory /proc"),
+    ("sys subdir", sect_set("paths", engram="/sys/x"), "paths.engram", "inside the system directory /sys"),
+    ("root recipe dir", sect_set("paths", recipe_dir="/"), "paths.recipe_dir", "system directory"),
+    ("engram equals model", sect_set("paths", engram="/srv/models/m"), "paths.engram",
+     "is the same directory as model.path ('/srv/models/m')"),
+    ("engram equals model spelled differently", sect_set("paths", engram="/srv//models/./m/"), "paths.engram",
+     "is the same directory as model.path"),
+    ("cache inside model", sect_set("paths", cache="/srv/models/m/cache"), "paths.cache",
+     "lies inside model.path"),
+    ("cache contains engram", lambda d: d["paths"].update(cache="/srv", engram="/srv/engram"), "paths.cache",
+     "contains paths.engram ('/srv/engram')"),
+    ("host override inside model", host_set(2, engram_path="/srv/models/m/e"), "hosts[2].engram_path",
+     "lies inside model.path"),
+    ("host overrides equal", host_set(1, model_path="/data/x", cache_path="/data/x"), "hosts[1].cache_path",
+     "is the same directory as hosts[1].model_path"),
 ]
 
 
@@ -225,12 +283,17 @@ def test_values_are_normalised() -> None:
 def test_odd_but_legal_values_are_accepted() -> None:
     cfg = parse_config(variant(lambda d: (
         d["hosts"][0].update(fabric_iface="eth0.100", user="ops_admin", port=2222, ssh="10.0.0.5",
-                             model_path="/data/my models/é+v4", recipe_dir="/opt/r37 recipe"),
+                             model_path="/data/my_models/é+v4", recipe_dir="/opt/r37-recipe"),
+        d["hosts"][2].update(fabric_iface="vlan@bond0", ib_hca=["mlx5_0", "rocep1s0f1"]),
+        d.update(ssh={"known_hosts": "~/Library/Application Support/r37/known_hosts"}),
+        d["paths"].update(engram="/srv/models/m-engram", cache="/srv/models/mcache"),  # siblings, not nested
         d["model"].update(revision="refs/pr/12"),
         d["hosts"][1].update(fabric_ip="2001:db8::11", ssh="node1.example.com"),
     )))
     assert cfg.host(0).port == 2222
     assert cfg.model.revision == "refs/pr/12"
+    assert cfg.host(2).ib_hca == ["mlx5_0", "rocep1s0f1"]
+    assert cfg.ssh.known_hosts == "~/Library/Application Support/r37/known_hosts"
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -291,20 +354,27 @@ def test_example_file_loads_and_matches_the_card() -> None:
 
 # ---- generated valid configs (shared with test_envfile) --------------------------------------------------
 
-_PATH_CHARS = string.ascii_letters + string.digits + " -_.+@%=,!#^~éß"
+_PATH_CHARS = string.ascii_letters + string.digits + "-_.+@%=,!#^~éß"
 _component = st.text(_PATH_CHARS, min_size=1, max_size=10).filter(lambda s: s not in (".", ".."))
 abs_paths = st.lists(_component, min_size=1, max_size=4).map(lambda parts: "/" + "/".join(parts))
+
+
+def _under(top: str) -> st.SearchStrategy[str]:
+    """Absolute paths in a tree of their own (model, Engram and cache directories may not overlap)."""
+    return abs_paths.map(lambda p: f"/{top}{p}")
+
+
 _rel_dirs = st.lists(_component, min_size=1, max_size=3).map("/".join).filter(
     lambda p: not p.startswith(("-", "~")))
 _ifaces = st.text(string.ascii_letters + string.digits + "._-@", min_size=1, max_size=15).filter(
-    lambda s: s not in (".", ".."))
+    lambda s: s not in (".", "..") and not s.startswith("-"))
 _hcas = st.lists(st.from_regex(r"[A-Za-z0-9_]{1,20}", fullmatch=True), min_size=1, max_size=3, unique=True)
 _hex = st.sampled_from("0123456789abcdef")
 
 
 @st.composite
 def cluster_configs(draw: st.DrawFn) -> ClusterConfig:
-    """Valid configs with 1-6 hosts, IPv4/IPv6 fabric IPs, and paths with spaces and odd characters."""
+    """Valid configs with 1-6 hosts, IPv4/IPv6 fabric IPs, and paths with odd characters."""
     n = draw(st.integers(1, 6))
     ips = [str(ip) for ip in draw(st.lists(st.ip_addresses(), min_size=n, max_size=n, unique=True))]
     order = draw(st.permutations(range(n)))
@@ -315,8 +385,8 @@ def cluster_configs(draw: st.DrawFn) -> ClusterConfig:
             user=draw(st.none() | st.from_regex(r"[a-z_][a-z0-9_-]{0,8}", fullmatch=True)),
             port=draw(st.none() | st.integers(1, 65535)), fabric_ip=ips[i], fabric_iface=draw(_ifaces),
             ib_hca=draw(_hcas), gid_index=draw(st.integers(0, 255)),
-            model_path=draw(st.none() | abs_paths), engram_path=draw(st.none() | abs_paths),
-            cache_path=draw(st.none() | abs_paths), recipe_dir=draw(st.none() | _rel_dirs | abs_paths)))
+            model_path=draw(st.none() | _under("m")), engram_path=draw(st.none() | _under("e")),
+            cache_path=draw(st.none() | _under("c")), recipe_dir=draw(st.none() | _rel_dirs | abs_paths)))
     api, coord = draw(st.lists(st.integers(1, 65535), min_size=2, max_size=2, unique=True))
     data = {
         "cluster": {"name": draw(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9 _.-]{0,20}", fullmatch=True)),
@@ -325,7 +395,7 @@ def cluster_configs(draw: st.DrawFn) -> ClusterConfig:
         "model": {"repo": draw(st.sampled_from(C.CHECKPOINT_REPOS)),
                   "revision": draw(st.none() | st.text(_hex, min_size=40, max_size=40)
                                    | st.sampled_from(["main", "v1.0", "refs/pr/3"])),
-                  "path": draw(abs_paths), "shared_readonly": draw(st.booleans())},
+                  "path": draw(_under("m")), "shared_readonly": draw(st.booleans())},
         "runtime": {"image_tag": draw(st.sampled_from(
             [C.IMAGE_TAG, "registry.example.com:5000/r37/spark:v1", "ubuntu", "a/b_c:T.1-x"])),
             "sha256": draw(st.text(_hex, min_size=64, max_size=64))},
@@ -333,7 +403,8 @@ def cluster_configs(draw: st.DrawFn) -> ClusterConfig:
                     "gmu": draw(st.floats(0, 1, exclude_min=True)), "spec_k": draw(st.integers(0, 8)),
                     "max_batched_tokens": draw(st.integers(1, 10**6)),
                     "local_engram_edges": draw(st.booleans())},
-        "paths": {"engram": draw(abs_paths), "cache": draw(abs_paths),
+        "paths": {"engram": draw(_under("e")), "cache": draw(_under("c")),
+
                   "recipe_dir": draw(_rel_dirs | abs_paths)},
         "ui": {"theme": draw(st.none() | st.sampled_from(["textual-dark", "r37_amber"])),
                "keymap": draw(st.dictionaries(st.from_regex(r"[a-z][a-z0-9_.-]{0,10}", fullmatch=True),

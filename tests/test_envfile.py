@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from test_config import cluster_configs
 
 from cockpit import constants as C
 from cockpit.config import ClusterConfig, ConfigError, load_config, parse_config
-from cockpit.configcmd import export_env, import_env
+from cockpit.configcmd import export_env, import_env, write_new
 from cockpit.envfile import (
     ENV_VARS,
     EnvFileError,
@@ -253,6 +255,19 @@ BAD_ENV = [
      "must be 0 or 1"),
     ("SEQS", "SEQS=8\nHF_TOKEN=secret", "HF_TOKEN", "unknown variable"),
     ("MODEL_PATH", None, "MODEL_PATH", "required variable is missing"),
+    # issue 11: option-like names, unsafe characters, system and overlapping directories
+    ("FABRIC_IFACE", "FABRIC_IFACE=--help", "FABRIC_IFACE", "would be read as a command option"),
+    ("FABRIC_IFACE", "FABRIC_IFACE='-oProxy'", "FABRIC_IFACE", "would be read as a command option"),
+    ("IB_HCA", "IB_HCA=rocep1s0f0,--help", "IB_HCA", "would be read as a command option"),
+    ("MODEL_PATH", "MODEL_PATH=/", "MODEL_PATH", "is a system directory (/)"),
+    ("CACHE_PATH", "CACHE_PATH=/usr", "CACHE_PATH", "is a system directory (/usr)"),
+    ("ENGRAM_PATH", "ENGRAM_PATH=/srv/models/DeepSeek-V4.1-Flash-dealignai", "ENGRAM_PATH",
+     "is the same directory as model.path"),
+    ("CACHE_PATH", "CACHE_PATH=/srv/engram-local/DeepSeek-V4.1-Flash/c", "CACHE_PATH",
+     "lies inside paths.engram"),
+    ("MODEL_PATH", "MODEL_PATH='/srv/my models/x'", "MODEL_PATH", "contains a space"),
+    ("MODEL_PATH", "MODEL_PATH='/srv/\u202emodels'", "MODEL_PATH", "bidirectional override"),
+    ("ENGRAM_PATH", "ENGRAM_PATH='/srv/e\x9bx'", "ENGRAM_PATH", "control character (U+009B)"),
 ]
 
 
@@ -280,12 +295,12 @@ def test_config_error_render_names_line() -> None:
 def test_env_for_rank_uses_that_ranks_host_values() -> None:
     cfg = config_from_env(parse_env(CARD_ENV))
     hosts = [h.model_copy(update={"fabric_iface": f"eth{h.rank}", "gid_index": h.rank,
-                                  "model_path": "/nfs/my model" if h.rank == 2 else None})
+                                  "model_path": "/nfs/model#2" if h.rank == 2 else None})
              for h in cfg.hosts]
     cfg = ClusterConfig.model_validate({**cfg.model_dump(), "hosts": [h.model_dump() for h in hosts]})
     text = env_for_rank(cfg, 2)
     assert "FABRIC_IFACE=eth2\n" in text and "IB_GID_INDEX=2\n" in text
-    assert "MODEL_PATH='/nfs/my model'\n" in text
+    assert "MODEL_PATH='/nfs/model#2'\n" in text
     assert text.startswith("# cluster.env for rank 2 of 4")
     names = [line.split("=", 1)[0] for line in text.splitlines() if not line.startswith("#")]
     assert names == list(ENV_VARS)
@@ -294,8 +309,8 @@ def test_env_for_rank_uses_that_ranks_host_values() -> None:
 @needs_bash
 def test_bash_sources_exactly_the_values(tmp_path: Path) -> None:
     cfg = parse_config(
-        '[model]\npath = "/srv/my models/ok"\n[paths]\nengram = "/srv/eng ram/!#%^,=+@é~"\n'
-        'cache = "/srv/~cache/a  b"\n'
+        '[model]\npath = "/srv/my_models/ok"\n[paths]\nengram = "/srv/eng-ram/!#%^,=+@é~"\n'
+        'cache = "/srv/~cache/a^^b"\n'
         '[[hosts]]\nrank = 1\nssh = "b"\nfabric_ip = "10.0.0.2"\nfabric_iface = "e@1"\nib_hca = "z"\n'
         '[[hosts]]\nrank = 0\nssh = "a"\nfabric_ip = "fd00::1"\nfabric_iface = "eth0.100"\n'
         'ib_hca = ["x", "y_1"]\n')
@@ -371,6 +386,49 @@ def test_import_env_reports_bad_input_without_writing(tmp_path: Path) -> None:
     assert not ok and "not UTF-8" in text
     ok, text, _ = import_env(tmp_path / "missing.env", dst)
     assert not ok and "cluster.env not found" in text
+
+
+def test_import_env_refuses_option_like_iface_and_names_it(tmp_path: Path) -> None:
+    src, dst = tmp_path / "cluster.env", tmp_path / "cluster.toml"
+    src.write_text(CARD_ENV.replace("export FABRIC_IFACE=enp1s0f0np0", "FABRIC_IFACE=--help"))
+    ok, text, data = import_env(src, dst)
+    assert not ok and not dst.exists()
+    assert text.startswith(f"{src}:7: FABRIC_IFACE: '--help' is not a valid network interface name")
+    assert data["problems"][0]["key"] == "FABRIC_IFACE"
+
+
+def test_exported_files_follow_the_umask(tmp_path: Path) -> None:
+    cfg = config_from_env(parse_env(CARD_ENV))
+    old = os.umask(0o027)
+    try:
+        ok, text, _ = export_env(cfg, 0, tmp_path / "a.env")
+        assert ok, text
+        os.umask(0o002)
+        ok, text, _ = export_env(cfg, 0, tmp_path / "b.env")
+        assert ok, text
+        os.umask(0o077)
+        src = tmp_path / "cluster.env"
+        src.write_text(CARD_ENV)
+        ok, text, _ = import_env(src, tmp_path / "c.toml")
+        assert ok, text
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.env").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "b.env").stat().st_mode) == 0o664
+    assert stat.S_IMODE((tmp_path / "c.toml").stat().st_mode) == 0o600
+
+
+def test_write_new_private_mode_and_no_overwrite(tmp_path: Path) -> None:
+    old = os.umask(0o002)
+    try:
+        write_new(tmp_path / "p", "secret-ish\n", mode=0o600)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "p").stat().st_mode) == 0o600
+    with pytest.raises(FileExistsError):
+        write_new(tmp_path / "p", "other\n")
+    assert (tmp_path / "p").read_text() == "secret-ish\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["p"]
 
 
 def test_export_env_stdout_file_and_no_overwrite(tmp_path: Path) -> None:
