@@ -13,7 +13,10 @@ from dataclasses import replace
 import asyncssh
 
 from cockpit.config import HostEntry, SSHSection
+from cockpit.hosts import known_hosts as kh
+from cockpit.hosts.output import MAX_LINE, MAX_OUTPUT, collect, split_lines
 from cockpit.hosts.shell import Cmd, as_command
+from cockpit.hosts.sshconfig import HostKeyPolicy, resolve
 from cockpit.hosts.state import (
     CommandRecord,
     CommandTimeout,
@@ -29,10 +32,7 @@ KEY_RETRY = 15.0
 LATENCY_EVERY = 5.0
 CLOSE_ATTEMPTS = 5  # cancellations a closing host's supervisor gets ...
 CLOSE_WAIT = 1.0  # ... each waited for this long (s)
-
-
-def _expand(path: str | None) -> str | None:
-    return os.path.expanduser(path) if path else None
+HOSTNAME_MAX = 4096  # bytes of `hostname` output kept
 
 
 class Host:
@@ -94,8 +94,12 @@ class Host:
         if self._on_status:
             self._on_status(self.status)
 
-    def _connect_options(self) -> dict[str, object]:
+    def _connect_options(self, known: kh.SSHKnownHosts) -> dict[str, object]:
+        """asyncssh options: always the known_hosts the policy resolved (asyncssh's own fallback to
+        `UserKnownHostsFile` from ~/.ssh/config, where `none` validates nothing, is never used)."""
         opts: dict[str, object] = {
+            "known_hosts": known,
+            "utf8_decode_errors": "replace",  # a banner or disconnect reason in bad UTF-8 is not fatal
             "connect_timeout": self.ssh.connect_timeout,
             "login_timeout": self.ssh.connect_timeout,
             "keepalive_interval": self.ssh.keepalive_interval,
@@ -106,47 +110,119 @@ class Host:
             opts["username"] = self.entry.user
         if self.entry.port:
             opts["port"] = self.entry.port
-        if self.ssh.known_hosts:
-            opts["known_hosts"] = _expand(self.ssh.known_hosts)
         if self.ssh.identity_file:
-            opts["client_keys"] = [_expand(self.ssh.identity_file)]
+            opts["client_keys"] = [os.path.expanduser(self.ssh.identity_file)]
         return opts
 
-    async def _fingerprint(self) -> str | None:
-        """Read the server's host key without authenticating, to show the operator what was refused."""
-        try:
-            key = await asyncio.wait_for(
-                asyncssh.get_server_host_key(self.entry.ssh, self.entry.port or ()),
-                self.ssh.connect_timeout)
-        except Exception:  # a fingerprint is best effort
+    def _refuse(self, state: HostState, **changes: object) -> None:
+        changes.setdefault("known_fingerprints", ())
+        changes.setdefault("known_hosts", None)
+        changes.setdefault("latency_ms", None)
+        self._set(state=state, **changes)
+
+    async def _server_key(self, policy: HostKeyPolicy, algs: list[str] | None = None) -> object:
+        return await kh.server_key(policy, self.entry.ssh, self.entry.port, self.ssh.connect_timeout, algs)
+
+    def _trust_remedy(self, fp: str | None) -> str:
+        if fp is None:
+            return ("the host key could not be read; once the host answers, verify its fingerprint with "
+                    "the host's administrator and add it with `r37-cockpit hosts trust --rank "
+                    f"{self.rank} --fingerprint SHA256:…`")
+        return (f"verify {fp} with the host's administrator (on the host: `ssh-keygen -lf "
+                f"/etc/ssh/ssh_host_ed25519_key.pub`), then `r37-cockpit hosts trust --rank {self.rank} "
+                f"--fingerprint {fp}`")
+
+    async def _policy(self) -> tuple[HostKeyPolicy, kh.SSHKnownHosts] | None:
+        """The known_hosts to check this host against; None (and a refused state) when there is none."""
+        policy = resolve(self.entry, self.ssh)
+        if policy.unsafe:
+            self._refuse(HostState.SSH_CONFIG_UNSAFE, error=policy.unsafe + "; the cockpit does not connect",
+                         remedy="remove that setting, or scope its Host block so it does not match this "
+                                "host; the cockpit never turns host key checking off")
             return None
-        return key.get_fingerprint("sha256") if key else None
+        files = policy.existing
+        if not files:
+            key = await self._server_key(policy)
+            fp = kh.fingerprint(key) if key is not None else None  # type: ignore[arg-type]
+            self._refuse(HostState.KNOWN_HOSTS_MISSING, fingerprint=fp, known_hosts=policy.write_file,
+                         error=f"no known_hosts file: {', '.join(policy.files)} does not exist, so there is "
+                               "nothing to check the host key against",
+                         remedy=self._trust_remedy(fp) + f" (it creates {policy.write_file}), or set "
+                                "[ssh] known_hosts in cluster.toml")
+            return None
+        try:
+            known = kh.load(files)
+        except (OSError, ValueError) as exc:
+            self._refuse(HostState.KNOWN_HOSTS_MISSING, known_hosts=files[0],
+                         error=f"cannot read known_hosts ({', '.join(files)}): {exc}",
+                         remedy="fix or replace the file named; the cockpit connects only to verified keys")
+            return None
+        return policy, known
+
+    async def _key_refused(self, policy: HostKeyPolicy, known: kh.SSHKnownHosts, exc: Exception) -> None:
+        """Tell a changed key from an unknown or a revoked one, with the fingerprints involved."""
+        files = ", ".join(policy.existing)
+        addr = await kh.peer_address(policy.hostname, policy.port)
+        key = await self._server_key(policy, kh.trusted_algs(known, policy, addr))
+        if key is None:
+            trusted, *_ = known.match(policy.lookup, addr, policy.match_port)
+            verdict = kh.KeyVerdict.CHANGED if trusted else kh.KeyVerdict.UNKNOWN
+            found = kh.KeyCheck(verdict, "", tuple(kh.fingerprint(k) for k in trusted))
+        else:
+            found = kh.check(known, policy, addr, key)  # type: ignore[arg-type]
+        fp = found.fingerprint or None
+        where = policy.pattern
+        if found.verdict is kh.KeyVerdict.REVOKED:
+            self._refuse(HostState.KEY_REVOKED, fingerprint=fp, known_hosts=files,
+                         error=f"{where} offers the key {fp}, which known_hosts ({files}) marks @revoked",
+                         remedy="do not connect: the key was revoked on purpose; ask the host's "
+                                "administrator for the host's new key")
+        elif found.verdict is kh.KeyVerdict.CHANGED:
+            self._refuse(HostState.KEY_CHANGED, fingerprint=fp, known_fingerprints=found.known,
+                         known_hosts=files,
+                         error=f"HOST KEY CHANGED for {where}: known_hosts ({files}) holds "
+                               f"{', '.join(found.known)}, the host now offers {fp or 'another key'}: "
+                               "someone may be intercepting the connection",
+                         remedy="do not connect: ask the host's administrator whether its key changed; if "
+                                f"it did, remove the old line (`ssh-keygen -R '{where}' -f "
+                                f"{policy.write_file}`), then verify and trust the new key "
+                                f"(`r37-cockpit hosts trust --rank {self.rank} --fingerprint "
+                                f"{fp or 'SHA256:…'}`)")
+        elif found.verdict is kh.KeyVerdict.UNKNOWN:
+            self._refuse(HostState.KEY_UNKNOWN, fingerprint=fp, known_hosts=files,
+                         error=f"the host key {fp or ''} of {where} is in no known_hosts file ({files})",
+                         remedy=self._trust_remedy(fp))
+        else:  # the key is known after all (the file changed meanwhile): say what asyncssh said
+            self._refuse(HostState.KEY_UNKNOWN, fingerprint=fp, known_hosts=files, error=str(exc),
+                         remedy="retrying")
 
     async def _supervise(self) -> None:
         delay = BACKOFF_START
         ever_connected = False
         while not self._closing:
+            checked = await self._policy()
+            if checked is None:
+                await asyncio.sleep(KEY_RETRY)
+                continue
+            policy, known = checked
             try:
-                conn = await asyncssh.connect(self.entry.ssh, **self._connect_options())
+                conn = await asyncssh.connect(self.entry.ssh, **self._connect_options(known))
             except asyncssh.HostKeyNotVerifiable as exc:
-                fp = await self._fingerprint()
-                kh = self.ssh.known_hosts or "~/.ssh/known_hosts"
-                port = f"-p {self.entry.port} " if self.entry.port else ""
-                self._set(state=HostState.KEY_REFUSED, fingerprint=fp, error=str(exc),
-                          remedy=(f"verify {fp or 'the key'} with the host's administrator, then add it: "
-                                  f"ssh-keyscan {port}{self.entry.ssh} >> {kh}"))
+                await self._key_refused(policy, known, exc)
                 await asyncio.sleep(KEY_RETRY)
                 continue
             except asyncssh.PermissionDenied as exc:
-                self._set(state=HostState.AUTH_FAILED, error=str(exc) or "permission denied",
-                          remedy="check the user, IdentityFile and ssh-agent for this host")
+                self._refuse(HostState.AUTH_FAILED, error=str(exc) or "permission denied",
+                             remedy="check the user, IdentityFile and ssh-agent for this host")
                 await asyncio.sleep(KEY_RETRY)
                 continue
-            except (OSError, TimeoutError, asyncssh.Error) as exc:
-                self._set(state=HostState.LOST if ever_connected else HostState.UNREACHABLE,
-                          error=describe_connect_error(exc, self.entry.ssh, self.ssh.connect_timeout),
-                          remedy=f"check that {self.entry.ssh} is up and sshd answers; "
-                                 f"retrying in {delay:g} s")
+            except (OSError, TimeoutError, asyncssh.Error, ValueError) as exc:
+                state = (HostState.LOST if ever_connected else
+                         HostState.TIMEOUT if isinstance(exc, TimeoutError) else HostState.UNREACHABLE)
+                said = describe_connect_error(exc, self.entry.ssh, self.ssh.connect_timeout)
+                self._refuse(state, error=said,
+                             remedy=f"check that {self.entry.ssh} is up and sshd answers; "
+                                    f"retrying in {delay:g} s")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX)
                 continue
@@ -158,13 +234,14 @@ class Host:
             hostname, latency = None, None
             with contextlib.suppress(Exception):
                 t0 = time.perf_counter()
-                res = await asyncio.wait_for(conn.run("hostname", check=False),
+                res = await asyncio.wait_for(collect(conn, "hostname", None, HOSTNAME_MAX),
                                              self.ssh.connect_timeout)
                 latency = (time.perf_counter() - t0) * 1000
-                hostname = str(res.stdout or "").strip() or None
+                hostname = res.stdout.strip()[:255] or None
             await self._restore_forwards(conn)
             self._set(state=HostState.CONNECTED, hostname=hostname, fingerprint=fingerprint,
-                      error=None, remedy=None, latency_ms=latency)
+                      error=None, remedy=None, latency_ms=latency, known_fingerprints=(),
+                      known_hosts=", ".join(policy.existing))
             self._connected.set()
             try:
                 await self._watch(conn)
@@ -187,7 +264,7 @@ class Host:
                     return
                 t0 = time.perf_counter()
                 try:
-                    await asyncio.wait_for(conn.run("true", check=False), LATENCY_EVERY)
+                    await asyncio.wait_for(conn.run("true", check=False, encoding=None), LATENCY_EVERY)
                 except (TimeoutError, asyncssh.Error, OSError):
                     continue
                 self._set(latency_ms=(time.perf_counter() - t0) * 1000)
@@ -214,15 +291,20 @@ class Host:
 
     # ---- commands ----------------------------------------------------------------------------------
 
-    async def run(self, cmd: Cmd, *, timeout: float | None = 60.0, input: str | None = None) -> Result:
-        """Run one command on its own channel; a non-zero exit is a Result, not an exception."""
+    async def run(self, cmd: Cmd, *, timeout: float | None = 60.0, input: str | None = None,
+                  max_output: int = MAX_OUTPUT) -> Result:
+        """Run one command on its own channel; a non-zero exit is a Result, not an exception.
+
+        Output is read as bytes (bad UTF-8 shows as U+FFFD) and at most `max_output` bytes of stdout and
+        of stderr are kept; the rest is drained and dropped (`Result.truncated`, and a mark in the text).
+        """
         line = as_command(cmd).line
         conn = self._require()
         started = time.time()
         t0 = time.perf_counter()
         self._record(CommandRecord(self.rank, line, started))
         try:
-            proc = await asyncio.wait_for(conn.run(line, check=False, input=input), timeout)
+            out = await asyncio.wait_for(collect(conn, line, input, max_output), timeout)
         except TimeoutError:
             self._record(CommandRecord(self.rank, line, started, time.perf_counter() - t0, None, "timeout"))
             raise CommandTimeout(self.rank, line, timeout or 0) from None
@@ -230,18 +312,21 @@ class Host:
             self._record(CommandRecord(self.rank, line, started, time.perf_counter() - t0, None, "lost"))
             raise HostUnavailable(self.rank, HostState.LOST, str(exc)) from None
         duration = time.perf_counter() - t0
-        if proc.exit_status is None and proc.exit_signal is None:
+        if out.lost:
             # the channel closed without saying how the command ended: the link went, not the command
             self._record(CommandRecord(self.rank, line, started, duration, None, "lost"))
             raise HostUnavailable(self.rank, HostState.LOST, "the channel closed before the command's exit "
                                                              "status arrived (connection lost?)")
-        status = proc.exit_status if proc.exit_status is not None and proc.exit_status >= 0 else None
-        self._record(CommandRecord(self.rank, line, started, duration, status))
-        return Result(self.rank, line, status, _text(proc.stdout), _text(proc.stderr), duration)
+        self._record(CommandRecord(self.rank, line, started, duration, out.exit_status,
+                                   "output truncated" if out.truncated else ""))
+        return Result(self.rank, line, out.exit_status, out.stdout, out.stderr, duration, out.truncated)
 
-    async def stream(self, cmd: Cmd, *, merge_stderr: bool = True) -> AsyncIterator[str]:
+    async def stream(self, cmd: Cmd, *, merge_stderr: bool = True, max_line: int = MAX_LINE
+                     ) -> AsyncIterator[str]:
         """Lines of a long-lived command; ends when it exits; raises HostUnavailable if the host is lost.
 
+        Read as bytes (bad UTF-8 shows as U+FFFD); a line longer than `max_line` bytes is cut there with
+        a mark and the rest of it dropped, so output without newlines cannot grow memory.
         Closing the iterator (or cancelling its consumer) signals and closes the remote process.
         """
         line = as_command(cmd).line
@@ -249,14 +334,12 @@ class Host:
         self._record(CommandRecord(self.rank, line, time.time(), note="stream"))
         stderr = asyncssh.STDOUT if merge_stderr else asyncssh.DEVNULL
         try:
-            proc = await conn.create_process(line, stderr=stderr, encoding="utf-8", errors="replace")
+            proc = await conn.create_process(line, stderr=stderr, encoding=None)
         except (asyncssh.Error, OSError) as exc:
             raise HostUnavailable(self.rank, HostState.LOST, str(exc)) from None
         try:
-            async for out in proc.stdout:
-                if not out:  # EOF
-                    break
-                yield out.rstrip("\n")
+            async for out in split_lines(proc.stdout, max_line):
+                yield out
             if self._conn is not conn:
                 raise HostUnavailable(self.rank, HostState.LOST, "connection lost during stream")
         except (asyncssh.Error, OSError) as exc:
@@ -291,15 +374,9 @@ def describe_connect_error(exc: BaseException, host: str, timeout: float) -> str
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused (is sshd running on the host?)"
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return f"no answer within {timeout:g} s (host down or network path broken)"
+        return (f"no SSH answer within {timeout:g} s (connect_timeout): the host is down, the network path "
+                "is broken, or sshd accepted the connection and never spoke SSH")
     if isinstance(exc, asyncssh.DisconnectError):
         return f"disconnected by the host: {exc.reason}"
     return str(exc) or type(exc).__name__
 
-
-def _text(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)

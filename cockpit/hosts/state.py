@@ -12,9 +12,33 @@ class HostState(StrEnum):
     CONNECTED = "connected"
     LOST = "lost"
     UNREACHABLE = "unreachable"
-    KEY_REFUSED = "host key not trusted"
+    TIMEOUT = "timeout"
+    KEY_UNKNOWN = "host key unknown"
+    KEY_CHANGED = "HOST KEY CHANGED"
+    KEY_REVOKED = "host key revoked"
+    KNOWN_HOSTS_MISSING = "known_hosts missing"
+    SSH_CONFIG_UNSAFE = "ssh config unsafe"
     AUTH_FAILED = "auth failed"
     CLOSED = "closed"
+
+
+# The stable error code (`cockpit.errorcodes`) of every state that is neither connected nor on its way.
+STATE_CODES: dict[HostState, str] = {
+    HostState.LOST: "host-lost",
+    HostState.UNREACHABLE: "host-unreachable",
+    HostState.TIMEOUT: "host-timeout",
+    HostState.KEY_UNKNOWN: "host-key-unknown",
+    HostState.KEY_CHANGED: "host-key-changed",
+    HostState.KEY_REVOKED: "host-key-revoked",
+    HostState.KNOWN_HOSTS_MISSING: "known-hosts-missing",
+    HostState.SSH_CONFIG_UNSAFE: "ssh-config-unsafe",
+    HostState.AUTH_FAILED: "auth-failed",
+}
+# A host in one of these states is down for the cockpit: nothing it runs there is known now.
+DOWN_STATES = frozenset(STATE_CODES)
+# The host key (or the settings that check it) refused the connection: the operator must act.
+KEY_STATES = frozenset({HostState.KEY_UNKNOWN, HostState.KEY_CHANGED, HostState.KEY_REVOKED,
+                        HostState.KNOWN_HOSTS_MISSING, HostState.SSH_CONFIG_UNSAFE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +52,21 @@ class HostStatus:
     error: str | None = None
     remedy: str | None = None
     since: float = field(default_factory=time.time)
+    known_fingerprints: tuple[str, ...] = ()  # a changed key: what known_hosts holds for the host
+    known_hosts: str | None = None  # the known_hosts file the host key was checked against
 
     @property
     def connected(self) -> bool:
         return self.state is HostState.CONNECTED
+
+    @property
+    def code(self) -> str | None:
+        """The stable error code of a host that is down (None while connected or connecting)."""
+        return STATE_CODES.get(self.state)
+
+    @property
+    def down(self) -> bool:
+        return self.state in DOWN_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +79,7 @@ class Result:
     stdout: str
     stderr: str
     duration: float
+    truncated: bool = False  # output beyond the cap was dropped (the text ends with a mark saying so)
 
     @property
     def ok(self) -> bool:

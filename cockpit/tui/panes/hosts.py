@@ -10,6 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from cockpit.hosts.state import HostState, HostStatus
+from cockpit.safetext import neutralise, neutralise_block, safe
 from cockpit.tui.context import CockpitContext
 
 STATE_STYLE = {
@@ -17,7 +18,12 @@ STATE_STYLE = {
     HostState.CONNECTING: "yellow",
     HostState.LOST: "bold red",
     HostState.UNREACHABLE: "red",
-    HostState.KEY_REFUSED: "bold magenta",
+    HostState.TIMEOUT: "red",
+    HostState.KEY_UNKNOWN: "bold magenta",
+    HostState.KEY_CHANGED: "bold white on red",
+    HostState.KEY_REVOKED: "bold white on red",
+    HostState.KNOWN_HOSTS_MISSING: "bold magenta",
+    HostState.SSH_CONFIG_UNSAFE: "bold magenta",
     HostState.AUTH_FAILED: "bold red",
     HostState.CLOSED: "dim",
 }
@@ -61,9 +67,10 @@ class HostsPane(Vertical):
         state = s.state.value
         if s.state is not HostState.CONNECTED and self.show_ages:
             state += f" ({_age(s.since, time.time())})"
-        fp = (s.fingerprint or "-").removeprefix("SHA256:")
-        err = (s.error or "").splitlines()[0][:60] if s.error else ""
-        return [str(s.rank), Text(s.hostname or "-"), Text(s.target), Text(state, style=STATE_STYLE[s.state]),
+        fp = neutralise((s.fingerprint or "-").removeprefix("SHA256:"))
+        err = neutralise((s.error or "").splitlines()[0][:60]) if s.error else ""
+        return [str(s.rank), Text(safe(s.hostname or "-", 200)), Text(safe(s.target, 200)),
+                Text(state, style=STATE_STYLE[s.state]),
                 f"{s.latency_ms:.1f} ms" if s.latency_ms is not None else "-", Text(fp, style="dim"),
                 Text(err, style="red")]
 
@@ -83,13 +90,19 @@ class HostsPane(Vertical):
             return
         rank = sorted(self._statuses)[min(table.cursor_row, len(self._statuses) - 1)]
         s = self._statuses[rank]
-        lines = [f"rank {s.rank} — {s.target} — {s.state.value}"]
+        head = f"rank {s.rank} — {safe(s.target, 200)} — {s.state.value}"
+        lines = [head + (f" [{s.code}]" if s.code else "")]
+        for old in s.known_fingerprints:
+            lines.append(f"known_hosts holds: {neutralise(old)}")
         if s.fingerprint:
-            lines.append(f"host key: {s.fingerprint}")
+            label = "host offers" if s.known_fingerprints else "host key"
+            lines.append(f"{label}: {neutralise(s.fingerprint)}")
+        if s.known_hosts and not s.connected:
+            lines.append(f"checked against: {safe(s.known_hosts, 400)}")
         if s.error:
-            lines.append(f"error: {s.error}")
+            lines.append(f"error: {neutralise_block(s.error[:4000])}")
         if s.remedy:
-            lines.append(f"remedy: {s.remedy}")
+            lines.append(f"remedy: {neutralise_block(s.remedy[:4000])}")
         self.query_one("#host-detail", Static).update(Text("\n".join(lines)))
 
     @property
