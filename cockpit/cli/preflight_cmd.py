@@ -1,5 +1,7 @@
 """`r37-cockpit preflight`: run the recipe's host checks on every host (observes only) and print them
-grouped like the preflight pane. Exit 0 if no check fails, 1 if one does, 2 for a bad --rank or --only."""
+grouped like the preflight pane. Exit 0 if no check fails and none is unknown, 1 if one fails or cannot be
+decided (unknown is never a pass), 2 for a bad --rank or --only. Everything a host printed is neutralised
+before it reaches the terminal."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.recipe.checks import PreflightFinished, Verdict, group_results, ranks_text
 from cockpit.recipe.preflight import BY_ID, preflight_results, select
+from cockpit.safetext import safe
 
 SHOWN = {Verdict.PASS: "pass", Verdict.WARN: "WARN", Verdict.FAIL: "FAIL", Verdict.UNKNOWN: "unknown"}
 
@@ -30,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("preflight", help="check every host against the recipe (changes nothing)",
                        description="Run the preflight checks of the R37 recipe (steps 1-6) on every host in "
                                    "parallel over SSH and print them grouped by result. Nothing on the hosts "
-                                   "is changed. Exit 0 only if no check fails, 1 if one does, 2 for "
-                                   "a bad --rank or --only. Check ids: "
+                                   "is changed. Exit 0 only if no check fails and none is unknown, 1 if "
+                                   "one fails or cannot be decided (unknown is never a pass), 2 for a bad "
+                                   "--rank or --only. Check ids: "
                                    + ", ".join(BY_ID) + ".")
     add_json(p)
     p.add_argument("--rank", type=int, action="append", metavar="N",
@@ -51,9 +55,10 @@ def _as_is(text: str) -> str:
 
 def render(final: PreflightFinished, fix: Callable[[str], str] = _as_is) -> str:
     """The grouped table, then the remedy of every row that is not a pass (through `fix`: the quoted
-    cockpit commands made to work with this config)."""
+    cockpit commands made to work with this config), then which checks are unknown and why. Host text is
+    neutralised."""
     rows = group_results(final.results)
-    lines = [table([[str(r.step), r.check, SHOWN[r.verdict], ranks_text(r.ranks), r.value]
+    lines = [table([[str(r.step), r.check, SHOWN[r.verdict], ranks_text(r.ranks), safe(r.value, 300)]
                     for r in rows], ["STEP", "CHECK", "RESULT", "RANKS", "OBSERVED"])]
     todo = [r for r in rows if r.verdict is not Verdict.PASS and r.remedy]
     if todo:
@@ -64,7 +69,12 @@ def render(final: PreflightFinished, fix: Callable[[str], str] = _as_is) -> str:
             for rank in r.ranks:
                 remedies.setdefault(by_key[(r.check, rank)].remedy, []).append(rank)
             for text, ranks in remedies.items():
-                lines.append(f"{r.check} (rank {ranks_text(ranks)}): {fix(text)}")
+                lines.append(f"{r.check} (rank {ranks_text(ranks)}): {safe(fix(text))}")
+    if final.unknown:
+        lines.append("")
+        lines.append(f"{len(final.unknown)} check(s) could not be decided — unknown is never a pass:")
+        lines += [f"  unknown: {r.check} on rank {r.rank}: {safe(r.value, 300) or 'no answer'}"
+                  for r in final.unknown]
     counts = {v: sum(1 for x in final.results if x.verdict is v) for v in Verdict}
     lines.append("")
     lines.append(f"{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed, {counts[Verdict.WARN]} "
@@ -83,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     check_ranks(config, ranks)
     final = run_async(_run(config, only, ranks))
     if args.json:
-        print_json({"ok": final.ok, "elapsed": round(final.elapsed, 3),
+        print_json({"ok": final.ok, "code": final.code, "elapsed": round(final.elapsed, 3),
+                    "failed": len(final.failed), "unknown": len(final.unknown),
                     "results": [{**r.as_dict(), "remedy": remedy(args, r.remedy)} for r in final.results]})
     else:
         print(render(final, lambda text: remedy(args, text)))

@@ -138,3 +138,24 @@ def write_stdin_atomic(path: str, *, replace_sha256: str | None = None, mode: st
                 f"echo {shlex.quote(f'{path} changed since it was shown: not replaced')} >&2; exit 17; fi; "
                 f"mv -f -- \"$t\" {p}")
     return ShellCommand(f"( {head}{body} )")
+
+
+def safetensors_headers(directory: str, *, limit: int, budget: int) -> ShellCommand:
+    """Read the header of every `*.safetensors` file in DIRECTORY (not below it) whose name is plain
+    (`[A-Za-z0-9._-]`; other names are skipped): one line `NAME<TAB>SIZE<TAB>N<TAB>HEX` per file, with its
+    size, the little-endian u64 N of its first 8 bytes (its header length) and the N header bytes in hex.
+    N is empty for a file shorter than 8 bytes; HEX is empty when N is over `limit` or the headers read so
+    far would pass `budget` bytes. Reads only (stat, od), in a subshell with LC_ALL=C."""
+    if limit <= 0 or budget <= 0:
+        raise ValueError("limit and budget must be positive")
+    d = shlex.quote(directory.rstrip("/") or "/")
+    return ShellCommand(
+        f"( LC_ALL=C; export LC_ALL; t=0; for f in {d}/*.safetensors; do "
+        "[ -f \"$f\" ] || continue; n=${f##*/}; case $n in *[!A-Za-z0-9._-]*) continue;; esac; "
+        "s=$(stat -L -c %s -- \"$f\") || continue; h=''; "
+        "if [ \"$s\" -ge 8 ]; then h=$(od -An -v -tu8 -N8 --endian=little -- \"$f\" | tr -d ' \\n'); fi; "
+        "printf '%s\\t%s\\t%s\\t' \"$n\" \"$s\" \"$h\"; "
+        f"if [ -n \"$h\" ] && [ ${{#h}} -le 12 ] && [ \"$h\" -le {int(limit)} ] "
+        f"&& [ $((t + h)) -le {int(budget)} ]; then t=$((t + h)); "
+        "od -An -v -tx1 -j8 -N\"$h\" -- \"$f\" | tr -d ' \\n'; fi; echo; done )"
+    )

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from cockpit.config import ClusterConfig, HostEntry
+from cockpit.errorcodes import check as check_code
 from cockpit.hosts.shell import Cmd, as_command
 from cockpit.recipe.parsers import Section
 
@@ -27,6 +28,9 @@ class Verdict(StrEnum):
 
 
 SEVERITY = {Verdict.PASS: 0, Verdict.UNKNOWN: 1, Verdict.WARN: 2, Verdict.FAIL: 3}
+# the stable error codes (cockpit.errorcodes) of the verdicts that block a launch: unknown is never a pass
+VERDICT_CODES = {Verdict.FAIL: check_code("preflight-failed"),
+                 Verdict.UNKNOWN: check_code("preflight-unknown")}
 
 
 @dataclass(frozen=True)
@@ -110,10 +114,16 @@ class CheckResult:
     final: bool = True             # False: a cross-rank comparison may still refine it
     facts: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    @property
+    def code(self) -> str | None:
+        """`preflight-failed` / `preflight-unknown` for a check that blocks a launch, else None."""
+        return VERDICT_CODES.get(self.verdict)
+
     def as_dict(self) -> dict[str, Any]:
         return {"check": self.check, "rank": self.rank, "step": self.step, "title": self.title,
-                "verdict": self.verdict.value, "value": self.value, "remedy": self.remedy,
-                "detail": self.detail, "commands": list(self.commands), "raw": self.raw}
+                "verdict": self.verdict.value, "code": self.code, "value": self.value,
+                "remedy": self.remedy, "detail": self.detail, "commands": list(self.commands),
+                "raw": self.raw}
 
 
 @dataclass(frozen=True)
@@ -136,8 +146,23 @@ class PreflightFinished:
     elapsed: float
 
     @property
+    def failed(self) -> tuple[CheckResult, ...]:
+        return tuple(r for r in self.results if r.verdict is Verdict.FAIL)
+
+    @property
+    def unknown(self) -> tuple[CheckResult, ...]:
+        """Checks that could not be decided (host down, no answer, unreadable output): never a pass."""
+        return tuple(r for r in self.results if r.verdict is Verdict.UNKNOWN)
+
+    @property
     def ok(self) -> bool:
-        return not any(r.verdict is Verdict.FAIL for r in self.results)
+        """No check failed and none is unknown (warnings do not block)."""
+        return not self.failed and not self.unknown
+
+    @property
+    def code(self) -> str | None:
+        """The stable error code of the whole run: `preflight-failed`, `preflight-unknown`, or None."""
+        return "preflight-failed" if self.failed else "preflight-unknown" if self.unknown else None
 
 
 PreflightEvent = PreflightStarted | CheckResult | PreflightFinished

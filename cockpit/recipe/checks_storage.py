@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import json
 import posixpath
 from dataclasses import dataclass
 
 from cockpit import constants as C
 from cockpit.config import ClusterConfig
-from cockpit.hosts.shell import Cmd
+from cockpit.hosts.shell import Cmd, safetensors_headers
 from cockpit.recipe import parsers as P
 from cockpit.recipe.checks import Check, Outcome, Probe, Verdict, human_bytes, majority, ranks_text
 from cockpit.recipe.checks_host import _image_cmds, image_loaded
@@ -18,7 +17,10 @@ REVISION_FILE = ".r37-revision"  # by the checkpoint setup job: one line {"repo"
 # `hf download --local-dir` records the commit of every file it fetched: first line of this file.
 HF_METADATA = ".cache/huggingface/download/" + C.CHECKPOINT_INDEX + ".metadata"
 RECIPE_FILES = ("launch/node.sh", "tools/prepare-engram.py")
-LIST = ["-maxdepth", "1", "-type", "f", "-printf", "%f\\t%s\\n"]
+# size first, NUL after the name: a name with a newline, a tab or undecodable bytes cannot pose as another
+LIST = ["-maxdepth", "1", "-type", "f", "-printf", "%s\\t%f\\0\\n"]
+HEADER_LIMIT = 100 * 1024 * 1024      # a safetensors header longer than this is itself a failure
+HEADER_BUDGET = 512 * 1024 * 1024     # header bytes read per host in one preflight at most
 
 
 def _join(base: str, name: str) -> str:
@@ -72,7 +74,12 @@ class CheckpointState:
 
     @property
     def present_bytes(self) -> int:
-        return sum(self.files.values())
+        """Bytes of checkpoint files already there (other files in the directory do not count)."""
+        return sum(n for name, n in self.files.items() if _is_weights(name))
+
+
+def _is_weights(name: str) -> bool:
+    return name.endswith(".safetensors")
 
 
 def checkpoint_state(p: Probe) -> CheckpointState:
@@ -102,6 +109,53 @@ def _short(names: list[str], n: int = 3) -> str:
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
+def _ckpt_check_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+    """The checkpoint reads, and every shard's safetensors header (one command on the host)."""
+    return {**_ckpt_cmds(cfg, rank),
+            "ckpt.headers": safetensors_headers(cfg.model_path(rank), limit=HEADER_LIMIT,
+                                                budget=HEADER_BUDGET)}
+
+
+def judge_shard(h: P.ShardHeader | None) -> tuple[Verdict, str]:
+    """One shard against its own header: its size must be 8 + N + the end of its tensors' data."""
+    if h is None:
+        return Verdict.UNKNOWN, "header not read"
+    if h.header_len is None:
+        if h.size < 8:
+            return Verdict.FAIL, f"{h.size} bytes, shorter than the 8-byte header length"
+        return Verdict.UNKNOWN, "header length not read"
+    if h.header_len > HEADER_LIMIT:
+        return Verdict.FAIL, f"header length {h.header_len} is over the {human_bytes(HEADER_LIMIT)} bound"
+    if h.size < 8 + h.header_len:
+        return Verdict.FAIL, f"{h.size} bytes, ends inside its {h.header_len}-byte header"
+    if not h.read:
+        return Verdict.UNKNOWN, f"header not read (over the {human_bytes(HEADER_BUDGET)} read budget)"
+    if h.problem is not None or h.expected_size is None:
+        return Verdict.FAIL, h.problem or "header not understood"
+    if h.size < h.expected_size:
+        return Verdict.FAIL, f"{h.size} bytes, its header says {h.expected_size}: truncated"
+    if h.size > h.expected_size:
+        return Verdict.FAIL, f"{h.size} bytes, its header says {h.expected_size}: trailing bytes"
+    return Verdict.PASS, f"{h.size} bytes as its header says"
+
+
+def verify_shards(p: Probe, shards: list[str]) -> tuple[list[str], list[str]]:
+    """(shards that do not match their header, shards whose header could not be read), each with why."""
+    sec = p.section("ckpt.headers")
+    if sec is None or sec.status != 0:
+        why = "not run" if sec is None else f"exit {sec.status}" if sec.status is not None else "cut off"
+        return [], [f"shard headers not read ({why}: {_first(sec.output) if sec else 'no output'})"]
+    headers = P.parse_safetensors_headers(sec.output)
+    bad, unread = [], []
+    for name in shards:
+        verdict, why = judge_shard(headers.get(name))
+        if verdict is Verdict.FAIL:
+            bad.append(f"{name} ({why})")
+        elif verdict is Verdict.UNKNOWN:
+            unread.append(f"{name} ({why})")
+    return bad, unread
+
+
 def _checkpoint(p: Probe) -> Outcome:
     model, cfg = p.cfg.model_path(p.rank), p.cfg
     st = checkpoint_state(p)
@@ -121,6 +175,17 @@ def _checkpoint(p: Probe) -> Outcome:
             parts.append(f"empty: {_short(st.empty)}")
         return Outcome(Verdict.FAIL, "; ".join(parts), setup + " (resumes with the same revision)",
                        facts=facts)
+    bad, unread = verify_shards(p, st.index.shards)
+    if bad:
+        return Outcome(Verdict.FAIL, f"{len(bad)} of {len(st.index.shards)} shards do not match their own "
+                                     f"headers: {_short(bad, 2)}",
+                       f"those shards are truncated or corrupt: move them aside on that host, then {setup} "
+                       "again", "a shard's size must be 8 + its header length + the end of its data",
+                       facts)
+    if unread:
+        return Outcome(Verdict.UNKNOWN, f"{len(unread)} of {len(st.index.shards)} shard headers could not be "
+                                        f"checked: {_short(unread, 2)}",
+                       "re-run the preflight; `stat` and `od` must work on the host", facts=facts)
     value = f"{len(st.index.shards)} shards, {human_bytes(shard_bytes)}, revision {rev[:12]}"
     if repo and repo != cfg.model.repo:
         return Outcome(Verdict.FAIL, f"{value}: checkpoint is {repo}, config says {cfg.model.repo}",
@@ -135,7 +200,8 @@ def _checkpoint(p: Probe) -> Outcome:
         return Outcome(Verdict.WARN, f"{value} (the Engram helper expects {C.CHECKPOINT_SHARDS})",
                        "the R37 Engram helper is specific to the 48-shard layout: use the card's checkpoint",
                        facts=facts)
-    return Outcome(Verdict.PASS, value, facts=facts)
+    return Outcome(Verdict.PASS, value, detail="every shard's size matches its safetensors header",
+                   facts=facts)
 
 
 def _same_checkpoint(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int, Outcome]:
@@ -170,7 +236,7 @@ def _same_checkpoint(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[i
     return changed
 
 
-CHECKPOINT = Check("checkpoint", 2, "checkpoint complete, same everywhere", _ckpt_cmds, _checkpoint,
+CHECKPOINT = Check("checkpoint", 2, "checkpoint complete, same everywhere", _ckpt_check_cmds, _checkpoint,
                    compare=_same_checkpoint)
 
 
@@ -191,11 +257,11 @@ def engram_ready(p: Probe) -> bool:
     if p.status("engram.coverage") != 0:
         return False
     try:
-        json.loads(p.output("engram.coverage"))
+        P.loads(p.output("engram.coverage"))
     except ValueError:
         return False
     files = P.parse_find_sizes(p.output("engram.files"))
-    return any(name != C.ENGRAM_COVERAGE_FILE for name in files)
+    return any(_is_weights(name) for name in files)
 
 
 def _engram(p: Probe) -> Outcome:
@@ -203,7 +269,7 @@ def _engram(p: Probe) -> Outcome:
         return Outcome(Verdict.PASS, "not needed on rank 0 (it reads the full checkpoint)")
     eng = p.cfg.engram_path(p.rank)
     files = P.parse_find_sizes(p.output("engram.files"))
-    rows = sorted(n for n in files if n != C.ENGRAM_COVERAGE_FILE)
+    rows = sorted(n for n in files if _is_weights(n))   # other files (notes, odd names) are not rows
     if engram_ready(p):
         return Outcome(Verdict.PASS, f"{C.ENGRAM_COVERAGE_FILE} + {len(rows)} overlay files in {eng}")
     setup = (f"`r37-cockpit setup engram --rank {p.rank}` runs tools/prepare-engram.py {p.rank} "

@@ -48,7 +48,7 @@ from cockpit.recipe.timeline import (  # re-exported: the launch's model
     settled,
 )
 from cockpit.recipe.watch import NO_ENGINE, ClusterWatcher
-from cockpit.safetext import neutralise
+from cockpit.safetext import neutralise, safe
 
 __all__ = ["CONTEXT_LINES", "DEFAULT_STUCK_LIMITS", "FAILURE_GRACE", "SECONDARY_GRACE", "ApiChanged",
            "ClusterTimeline", "ClusterVerdict", "ContainerState", "EngineChanged", "Failure", "HostChanged",
@@ -165,12 +165,27 @@ async def launch_blockers(fleet: Fleet, cfg: ClusterConfig, *, replace_stopped: 
 
 
 GATE_OWN_CHECKS = frozenset({"container"})  # leftover containers: the gate judges them (--replace-stopped)
+UNKNOWN_MARK = "UNKNOWN (not a pass)"
 
 
 def preflight_failures(results: Iterable[CheckResult]) -> list[str]:
-    """The preflight failures that block a launch, one line each (the CLI and the TUI alike)."""
-    return [f"rank {r.rank}: {r.title}: {r.value}" + (f" ({r.remedy})" if r.remedy else "")
-            for r in results if r.verdict is Verdict.FAIL and r.check not in GATE_OWN_CHECKS]
+    """The preflight results that block a launch, one line each (the CLI and the TUI alike): every failed
+    check and every unknown one (a check that could not be decided is never a pass)."""
+    out = []
+    for r in results:
+        if r.verdict not in (Verdict.FAIL, Verdict.UNKNOWN) or r.check in GATE_OWN_CHECKS:
+            continue
+        what = f"{UNKNOWN_MARK}: " if r.verdict is Verdict.UNKNOWN else ""
+        out.append(f"rank {r.rank}: {r.title}: {what}{safe(r.value, 300)}"
+                   + (f" ({r.remedy})" if r.remedy else ""))
+    return out
+
+
+def _problems(lines: list[str]) -> str:
+    unknown = sum(1 for line in lines if UNKNOWN_MARK in line)
+    failed = len(lines) - unknown
+    parts = [f"{failed} failed"] * bool(failed) + [f"{unknown} unknown"] * bool(unknown)
+    return f"{len(lines)} preflight problem(s) ({', '.join(parts)})"
 
 
 async def launch_gate(fleet: Fleet, cfg: ClusterConfig, *, preflight_failures: list[str],
@@ -178,14 +193,15 @@ async def launch_gate(fleet: Fleet, cfg: ClusterConfig, *, preflight_failures: l
                       ledger: Ledger | None = None) -> Gate:
     """What must hold before a launch, for the CLI and the TUI alike: every host connected, no container
     of the launch's name in the way (or only replaceable ones, with `replace_stopped`), and preflight
-    clean (or overridden by the operator)."""
+    clean — no failed and no unknown check — or overridden by the operator (one override for both)."""
     blockers, replace = await launch_blockers(fleet, cfg, replace_stopped=replace_stopped, ledger=ledger)
     if preflight_failures and not override_preflight:
-        blockers.append(Blocker(None, f"{len(preflight_failures)} preflight failure(s): "
+        blockers.append(Blocker(None, f"{_problems(preflight_failures)}: "
                                       + "; ".join(preflight_failures[:3])
                                       + (" …" if len(preflight_failures) > 3 else ""),
-                                "fix them (pane 2 / `r37-cockpit preflight`), or override preflight to "
-                                "launch anyway (`--override-preflight`)"))
+                                "fix them (pane 2 / `r37-cockpit preflight`; an unknown check needs its "
+                                "host to answer), or override preflight to launch anyway "
+                                "(`--override-preflight`)"))
     return Gate(blockers, replace, list(preflight_failures))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,20 +25,43 @@ def na(value: str | None) -> str | None:
     return None if value.lower() in UNAVAILABLE else value
 
 
+def uint(text: str) -> int | None:
+    """A plain ASCII decimal of at most 30 digits as an int, else None (`²`, `١٢` or 5000 digits are not
+    numbers a tool prints: int() would raise or take long on them)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 30 else None
+
+
+def _int_or_none(text: str) -> int | None:
+    """Like `uint`, with an optional leading minus sign (exit statuses)."""
+    n = uint(text.removeprefix("-"))
+    return None if n is None else -n if text.startswith("-") else n
+
+
 def to_int(value: str | None) -> int | None:
     value = na(value)
     if value is None:
         return None
-    m = re.match(r"[-+]?\d+(?:\.\d+)?", value)
-    return int(float(m.group(0))) if m else None
+    m = re.match(r"[-+]?[0-9]{1,30}(?:\.[0-9]+)?", value)
+    try:
+        return int(float(m.group(0))) if m else None
+    except (OverflowError, ValueError):
+        return None
 
 
 def to_float(value: str | None) -> float | None:
     value = na(value)
     if value is None:
         return None
-    m = re.match(r"[-+]?\d+(?:\.\d+)?", value)
+    m = re.match(r"[-+]?[0-9]{1,30}(?:\.[0-9]+)?", value)
     return float(m.group(0)) if m else None
+
+
+def loads(text: str) -> Any:
+    """`json.loads` whose only failure is ValueError (a deeply nested document raises RecursionError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 # ---- framed sections (hosts.shell.sections) ----------------------------------------------------------
@@ -68,7 +92,7 @@ def split_sections(text: str, marker: str) -> dict[str, Section]:
             _, _, status = bare[len(end):].rpartition(" ")
             body = "".join(buf)
             out[label] = Section(label, body[:-1] if body.endswith("\n") else body,
-                                 int(status) if status.lstrip("-").isdigit() else None)
+                                 _int_or_none(status))
             label, buf = None, []
         elif label is not None:
             buf.append(line)
@@ -146,9 +170,9 @@ def parse_meminfo(text: str) -> dict[str, int]:
     for line in text.splitlines():
         key, sep, rest = line.partition(":")
         parts = rest.split()
-        if not sep or not parts or not parts[0].isdigit():
+        value = uint(parts[0]) if sep and parts else None
+        if value is None:
             continue
-        value = int(parts[0])
         out[key.strip()] = value * 1024 if len(parts) > 1 and parts[1].lower() == "kb" else value
     return out
 
@@ -170,11 +194,12 @@ def parse_df(text: str) -> list[DfRow]:
     rows = []
     for line in text.splitlines():
         parts = line.split(None, 5)
-        if len(parts) < 6 or not parts[1].isdigit() or not parts[5].startswith("/"):
+        if len(parts) < 6 or not parts[5].startswith("/"):
             continue
-        if not (parts[2].isdigit() and parts[3].isdigit()):
+        size, used, avail = (uint(x) for x in parts[1:4])
+        if size is None or used is None or avail is None:
             continue
-        rows.append(DfRow(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[5]))
+        rows.append(DfRow(parts[0], size, used, avail, parts[5]))
     return rows
 
 
@@ -229,7 +254,7 @@ def _json_values(text: str) -> list[Any]:
     if not text:
         return []
     try:
-        return [json.loads(text)]
+        return [loads(text)]
     except ValueError:
         pass
     out = []
@@ -237,7 +262,7 @@ def _json_values(text: str) -> list[Any]:
         line = line.strip()
         if line.startswith(("{", "[")):
             try:
-                out.append(json.loads(line))
+                out.append(loads(line))
             except ValueError:
                 continue
     return out
@@ -352,7 +377,7 @@ def parse_ibv_devinfo(text: str) -> list[IbvDevice]:
             port = None
         elif not devices:
             continue
-        elif key == "port" and value.isdigit():
+        elif key == "port" and uint(value) is not None:
             port = IbvPort(int(value))
             devices[-1].ports[port.port] = port
         elif port is not None and key in ("state", "active_mtu", "link_layer"):
@@ -499,7 +524,7 @@ def parse_ss_listeners(text: str) -> list[Listener]:
             continue
         local = parts[3]
         addr, sep, port = local.rpartition(":")
-        if not sep or not port.isdigit():
+        if not sep or uint(port) is None:
             continue
         addr = addr.split("%")[0]
         if addr.startswith("[") and addr.endswith("]"):
@@ -520,7 +545,7 @@ class SafetensorsIndex:
 def parse_safetensors_index(text: str) -> SafetensorsIndex | None:
     """`model.safetensors.index.json`: the shard files its weight_map names; None if it is not that."""
     try:
-        doc = json.loads(text)
+        doc = loads(text)
     except ValueError:
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
@@ -528,16 +553,108 @@ def parse_safetensors_index(text: str) -> SafetensorsIndex | None:
     shards = sorted({str(v) for v in doc["weight_map"].values() if isinstance(v, str)})
     meta = doc.get("metadata")
     total = meta.get("total_size") if isinstance(meta, dict) else None
-    return SafetensorsIndex(shards, int(total) if isinstance(total, int | float) else None)
+    ok = isinstance(total, int | float) and not isinstance(total, bool) and math.isfinite(total)
+    return SafetensorsIndex(shards, int(total) if ok else None)
 
 
 def parse_find_sizes(text: str) -> dict[str, int]:
-    """`find DIR -maxdepth 1 -type f -printf '%f\\t%s\\n'` → {name: size in bytes}."""
+    """`find DIR -maxdepth 1 -type f -printf '%s\\t%f\\0\\n'` → {name: size in bytes}.
+
+    Records end with a NUL (a file name never holds one: names with newlines, tabs or undecodable bytes
+    cannot pose as another file). Output without NULs is read in the older line form `NAME<TAB>SIZE`.
+    """
     out = {}
+    if "\0" in text:
+        for record in text.split("\0"):
+            record = record.removeprefix("\n")
+            size, sep, name = record.partition("\t")
+            n = uint(size)
+            if sep and name and n is not None:
+                out[name] = n
+        return out
     for line in text.splitlines():
         name, sep, size = line.rpartition("\t")
-        if sep and size.strip().isdigit():
-            out[name] = int(size)
+        n = uint(size.strip())
+        if sep and n is not None:
+            out[name] = n
+    return out
+
+
+# safetensors: 8 bytes little-endian header length N, N bytes of JSON header, then the tensors' data
+
+
+@dataclass(frozen=True)
+class ShardHeader:
+    """What `hosts.shell.safetensors_headers` read of one shard: its size, the header length N in its
+    first 8 bytes, and (when the header was read and is a safetensors header) where its data ends."""
+
+    name: str
+    size: int
+    header_len: int | None      # None: the file is shorter than 8 bytes (or od could not read it)
+    data_end: int | None = None  # the largest data_offsets end; None when the header was not parsed
+    read: bool = False          # the header's bytes came back (not over the bound, not skipped)
+    problem: str | None = None  # why the header read is not a safetensors header
+
+    @property
+    def expected_size(self) -> int | None:
+        """8 + N + max(E): the size a complete file has, by its own header."""
+        if self.header_len is None or self.data_end is None:
+            return None
+        return 8 + self.header_len + self.data_end
+
+
+def tensor_data_end(doc: Any) -> tuple[int | None, str | None]:
+    """The end of the data a safetensors header describes (max of its data_offsets ends), or the reason
+    it is not one."""
+    if not isinstance(doc, dict):
+        return None, "header is not a JSON object"
+    end = 0
+    for name, spec in doc.items():
+        if name == "__metadata__":
+            continue
+        offsets = spec.get("data_offsets") if isinstance(spec, dict) else None
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in offsets)
+                or not 0 <= offsets[0] <= offsets[1]):
+            return None, f"tensor {str(name)[:60]!r} has no valid data_offsets"
+        end = max(end, offsets[1])
+    return end, None
+
+
+def _header(name: str, size: int, length: str, hexed: str) -> ShardHeader:
+    n = uint(length)
+    if n is None:
+        return ShardHeader(name, size, None)
+    if n == 0:
+        return ShardHeader(name, size, n, read=True, problem="header length is 0")
+    if not hexed:
+        return ShardHeader(name, size, n)
+    try:
+        raw = bytes.fromhex(hexed)
+    except ValueError:
+        return ShardHeader(name, size, n, read=True, problem="header bytes garbled in transit")
+    if len(raw) < n:
+        return ShardHeader(name, size, n, read=True, problem=f"only {len(raw)} of its {n} header bytes exist")
+    try:
+        doc = loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return ShardHeader(name, size, n, read=True, problem="header is not UTF-8 JSON")
+    end, why = tensor_data_end(doc)
+    return ShardHeader(name, size, n, end, True, why)
+
+
+def parse_safetensors_headers(text: str) -> dict[str, ShardHeader]:
+    """`hosts.shell.safetensors_headers(dir, …)`: one line `NAME<TAB>SIZE<TAB>N<TAB>HEX` per shard (N and
+    HEX empty when not read) → {name: ShardHeader}; lines of another shape are skipped."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 4 or not parts[0]:
+            continue
+        size = uint(parts[1])
+        if size is None:
+            continue
+        out[parts[0]] = _header(parts[0], size, parts[2], parts[3].strip())
     return out
 
 
@@ -553,7 +670,7 @@ def parse_revision_file(text: str) -> Revision | None:
     if not text:
         return None
     try:
-        doc = json.loads(text)
+        doc = loads(text)
     except ValueError:
         doc = None
     if isinstance(doc, dict):

@@ -29,10 +29,12 @@ from cockpit.recipe.checks import (
 )
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.parsers import Section, split_sections
+from cockpit.safetext import clip
 
 BATCH_TIMEOUT = 90.0
 BATCH_CHANNELS = 2       # channels per host for the batched reads (OpenSSH allows 10 sessions)
 PROBE_TIMEOUT = 10.0
+RAW_SECTION_LIMIT = 8000  # characters of one command's output kept in a result's raw text (headers are long)
 
 
 def _no_commands(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
@@ -77,7 +79,7 @@ def _raw(check: Check, lines: dict[str, str], secs: dict[str, Section]) -> str:
     parts = []
     for label, line in lines.items():
         s = secs.get(label)
-        body = s.output if s else "(no output: not run)"
+        body = clip(s.output, RAW_SECTION_LIMIT) if s else "(no output: not run)"
         status = "" if s is None or s.status is None else f"[exit {s.status}]"
         parts.append(f"$ {line}\n{body.rstrip()}\n{status}".rstrip())
     return "\n\n".join(parts)

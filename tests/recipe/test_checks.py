@@ -308,17 +308,52 @@ def test_disk_budgets_add_up_on_a_shared_filesystem() -> None:
     assert enough.verdict is Verdict.PASS, enough
 
 
+def st_header(size: int, tensors: int = 1) -> tuple[int, bytes]:
+    """(N, header bytes) of a safetensors file of `size` bytes whose tensors' data fill the rest."""
+    n = 0
+    for _ in range(5):     # the header's length depends (a little) on the data end it names
+        end = size - 8 - n
+        step = end // tensors
+        doc = {"__metadata__": {"format": "pt"}}
+        doc.update({f"t{i}": {"dtype": "U8", "shape": [step], "data_offsets": [i * step, (i + 1) * step]}
+                    for i in range(tensors - 1)})
+        doc[f"t{tensors - 1}"] = {"dtype": "U8", "shape": [end - (tensors - 1) * step],
+                                  "data_offsets": [(tensors - 1) * step, end]}
+        blob = json.dumps(doc).encode()
+        if len(blob) == n:
+            return n, blob
+        n = len(blob)
+    raise AssertionError("no fixed point")
+
+
+def header_line(name: str, size: int, claims: int | None = None) -> str:
+    """One line of `safetensors_headers` output: a shard of `size` bytes whose header says `claims`."""
+    n, blob = st_header(claims if claims is not None else size)
+    return f"{name}\t{size}\t{n}\t{blob.hex()}\n"
+
+
+SHARD = 4096
+
+
 def ckpt_probe(
-    cfg: ClusterConfig, rank: int, shards: int, skip: int | None = None, rev: str = "abc"
+    cfg: ClusterConfig, rank: int, shards: int, skip: int | None = None, rev: str = "abc",
+    sizes: dict[int, int] | None = None, headers: str | None = None,
 ) -> Probe:
+    """A checkpoint of `shards` shards of SHARD bytes; `sizes` makes shard n that long on disk (its header
+    still says SHARD: truncated or padded); `headers` replaces the header read's output."""
     names = [f"model-{n:05d}-of-{shards:05d}.safetensors" for n in range(1, shards + 1)]
+    size = {n: (sizes or {}).get(i, SHARD) for i, n in enumerate(names, 1)}
     index = json.dumps({"weight_map": {f"w{i}": n for i, n in enumerate(names)}})
     files = (
-        "".join(f"{n}\t100\n" for i, n in enumerate(names, 1) if i != skip) + f"{C.CHECKPOINT_INDEX}\t50\n"
+        "".join(f"{size[n]}\t{n}\0\n" for i, n in enumerate(names, 1) if i != skip)
+        + f"50\t{C.CHECKPOINT_INDEX}\0\n"
     )
+    if headers is None:
+        headers = "".join(header_line(n, size[n], SHARD) for i, n in enumerate(names, 1) if i != skip)
     model = cfg.model_path(rank)
     head = f"==> {model}/{S.HF_METADATA} <==\n{rev}\n" if rev else ""
-    return probe(cfg, rank, ckpt__index=index, ckpt__files=files, ckpt__revision=(head, 1))
+    return probe(cfg, rank, ckpt__index=index, ckpt__files=files, ckpt__revision=(head, 1),
+                 ckpt__headers=headers)
 
 
 def test_checkpoint_complete_missing_and_compared(fixed_config: ClusterConfig) -> None:
@@ -513,3 +548,119 @@ def test_in_use_rows_of_every_rank_group_into_one() -> None:
     rows = group_results([result("memory", r, Verdict.PASS, f"in use by the running {NAME} ({ids[r]})")
                           for r in range(4)])
     assert [(r.ranks, r.value) for r in rows] == [((0, 1, 2, 3), f"{IN_USE} (rank 0; others alike)")]
+
+
+# ---- shards against their own headers ---------------------------------------------------------------
+
+
+def test_a_shard_truncated_alike_on_every_host_fails_everywhere(fixed_config: ClusterConfig) -> None:
+    """The cross-host comparison alone passed this: every host had the same (short) size."""
+    outs = {r: S.CHECKPOINT.evaluate(ckpt_probe(fixed_config, r, 48, sizes={17: 1000})) for r in range(4)}
+    for o in outs.values():
+        assert o.verdict is Verdict.FAIL
+        assert "model-00017-of-00048.safetensors" in o.value and "truncated" in o.value
+        assert "1000 bytes, its header says 4096" in o.value
+        assert "move them aside" in o.remedy and "setup checkpoint --rank" in o.remedy
+    assert S.CHECKPOINT.compare(fixed_config, outs) == {}  # type: ignore[misc]
+    fine = S.CHECKPOINT.evaluate(ckpt_probe(fixed_config, 0, 48))
+    assert fine.verdict is Verdict.PASS and "matches its safetensors header" in fine.detail
+
+
+def test_shard_header_cases(fixed_config: ClusterConfig) -> None:
+    name = "model-00001-of-00001.safetensors"
+
+    def judge(headers: str, size: int = SHARD) -> Outcome:
+        return S.CHECKPOINT.evaluate(ckpt_probe(fixed_config, 0, 1, sizes={1: size}, headers=headers))
+
+    padded = judge(header_line(name, SHARD + 10, SHARD), SHARD + 10)
+    assert padded.verdict is Verdict.FAIL and "trailing bytes" in padded.value
+    huge = judge(f"{name}\t{SHARD}\t{S.HEADER_LIMIT + 1}\t\n")
+    assert huge.verdict is Verdict.FAIL and "over the" in huge.value
+    tiny = judge(f"{name}\t5\t\t\n", 5)
+    assert tiny.verdict is Verdict.FAIL and "shorter than the 8-byte header length" in tiny.value
+    inside = judge(f"{name}\t{SHARD}\t{SHARD * 2}\t\n")
+    assert inside.verdict is Verdict.FAIL and "ends inside its" in inside.value
+    garbage = judge(f"{name}\t{SHARD}\t4\t{b'{oops'.hex()[:8]}\n")
+    assert garbage.verdict is Verdict.FAIL and "not UTF-8 JSON" in garbage.value
+    blob = b'{"t": {}}'
+    no_offsets = judge(f"{name}\t{SHARD}\t{len(blob)}\t{blob.hex()}\n")
+    assert no_offsets.verdict is Verdict.FAIL and "no valid data_offsets" in no_offsets.value
+    zero = judge(f"{name}\t{SHARD}\t0\t\n")
+    assert zero.verdict is Verdict.FAIL and "header length is 0" in zero.value
+    over_budget = judge(f"{name}\t{SHARD}\t100\t\n")      # N within the bound, bytes not sent
+    assert over_budget.verdict is Verdict.UNKNOWN and "read budget" in over_budget.value
+    unread = judge("")                                     # the shard's line is missing
+    assert unread.verdict is Verdict.UNKNOWN and "header not read" in unread.value
+    failed = S.CHECKPOINT.evaluate(Probe(fixed_config, 0, {
+        **ckpt_probe(fixed_config, 0, 1).sections, "ckpt.headers": P.Section("ckpt.headers", "od: boom", 1)}))
+    assert failed.verdict is Verdict.UNKNOWN and "exit 1" in failed.value and failed.remedy
+
+
+def test_the_header_read_is_one_bounded_command_per_host(fixed_config: ClusterConfig) -> None:
+    lines = S.CHECKPOINT.command_lines(fixed_config, 1)
+    line = lines["ckpt.headers"]
+    assert "od -An -v -tu8 -N8 --endian=little" in line and str(S.HEADER_LIMIT) in line
+    assert str(S.HEADER_BUDGET) in line and fixed_config.model_path(1) in line
+    assert "ckpt.headers" not in S.DISK.command_lines(fixed_config, 1)    # the disk check needs no headers
+
+
+def test_odd_file_names_in_the_model_dir_are_ignored(fixed_config: ClusterConfig) -> None:
+    """Spaces, newlines, tabs and undecodable bytes (U+FFFD after decoding) in names of files nobody
+    expects: the checkpoint still passes, and a name with a newline cannot pose as a shard."""
+    base = ckpt_probe(fixed_config, 0, 48)
+    files = base.output("ckpt.files") + "".join(
+        f"{size}\t{name}\0\n" for name, size in [
+            ("notes-caf\ufffd.txt", 12), ("a file with spaces.txt", 3), ("tab\there", 1),
+            ("junk\nmodel-00001-of-00048.safetensors", 0), ("\nleading-newline", 7)])
+    secs = {**base.sections, "ckpt.files": P.Section("ckpt.files", files, 0)}
+    out = S.CHECKPOINT.evaluate(Probe(fixed_config, 0, secs))
+    assert out.verdict is Verdict.PASS, out
+    state = S.checkpoint_state(Probe(fixed_config, 0, secs))
+    assert state.files["model-00001-of-00048.safetensors"] == SHARD
+    assert state.present_bytes == 48 * SHARD                          # notes do not count as weights
+
+
+def test_engram_rows_count_only_overlay_shards(fixed_config: ClusterConfig) -> None:
+    cov = '{"rank": 2}'
+    notes = probe(fixed_config, 2, engram__files="12\tnotes-caf\ufffd.txt\0\n300\tr37-row-coverage.json\0\n",
+                  engram__coverage=cov)
+    assert S.ENGRAM.evaluate(notes).verdict is Verdict.FAIL          # notes are not rows
+    rows = probe(fixed_config, 2, engram__coverage=cov, engram__files=(
+        "64\tmodel-00047-of-00048.safetensors\0\n300\tr37-row-coverage.json\0\n5\todd\nname\0\n"))
+    ok = S.ENGRAM.evaluate(rows)
+    assert ok.verdict is Verdict.PASS and "+ 1 overlay files" in ok.value
+
+
+# ---- unknown is never a pass ------------------------------------------------------------------------
+
+
+def test_unknown_is_never_a_pass() -> None:
+    from cockpit.recipe.checks import PreflightFinished
+    from cockpit.recipe.launch import preflight_failures
+
+    passes = [result("arch", r, Verdict.PASS, "aarch64") for r in range(4)]
+    unknown = [result("gpu", r, Verdict.UNKNOWN, "no answer: timed out") for r in (1, 2)]
+    clean = PreflightFinished(tuple(passes), 1.0)
+    assert clean.ok and clean.code is None and preflight_failures(clean.results) == []
+    final = PreflightFinished(tuple(passes + unknown), 1.0)
+    assert not final.ok and final.code == "preflight-unknown" and len(final.unknown) == 2
+    assert [r.as_dict()["code"] for r in final.results] == [None] * 4 + ["preflight-unknown"] * 2
+    lines = preflight_failures(final.results)
+    assert len(lines) == 2 and all("UNKNOWN (not a pass)" in line for line in lines)
+    failed = PreflightFinished(tuple(passes + unknown + [result("disk", 3, Verdict.FAIL, "full")]), 1.0)
+    assert failed.code == "preflight-failed" and len(preflight_failures(failed.results)) == 3
+    own = [result("container", 0, Verdict.UNKNOWN, "docker unreadable")]   # the gate judges it itself
+    assert preflight_failures(own) == []
+
+
+def test_cli_text_names_unknown_checks_and_neutralises_host_text() -> None:
+    from cockpit.cli.preflight_cmd import render
+    from cockpit.recipe.checks import PreflightFinished
+
+    evil = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;pwned\x07\x1b[2J\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"
+    results = (result("arch", 0, Verdict.PASS, "aarch64"), result("gpu", 1, Verdict.UNKNOWN, "no answer"),
+               result("driver", 2, Verdict.FAIL, "driver " + evil))
+    text = render(PreflightFinished(results, 1.0))
+    assert "\x1b" not in text and "\x07" not in text
+    assert "unknown: gpu on rank 1: no answer" in text and "never a pass" in text
+    assert "1 passed, 1 failed, 0 warnings, 1 unknown" in text

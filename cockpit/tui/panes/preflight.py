@@ -1,6 +1,7 @@
 """Preflight pane: the recipe's host checks, streamed in as hosts answer, identical answers across ranks
 grouped into one row (clush style) with the rank that differs highlighted; Enter shows the commands, the
-raw output per rank and the remedy. Re-run one check, one host, or all. Observes only."""
+raw output per rank and the remedy. Re-run one check, one host, or all. Observes only. Everything a
+host printed is neutralised (`cockpit.safetext`); an unknown check is counted apart from the passes."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from cockpit.recipe.checks import (
 )
 from cockpit.recipe.preflight import CHECKS, run_preflight
 from cockpit.remedy import cockpit_remedy
+from cockpit.safetext import clip, neutralise, neutralise_block
 from cockpit.tui.context import CockpitContext
 
 STYLE = {Verdict.PASS: "green", Verdict.WARN: "bold yellow", Verdict.FAIL: "bold red",
@@ -35,6 +37,7 @@ STYLE = {Verdict.PASS: "green", Verdict.WARN: "bold yellow", Verdict.FAIL: "bold
 LABEL = {Verdict.PASS: "pass", Verdict.WARN: "WARN", Verdict.FAIL: "FAIL", Verdict.UNKNOWN: "unknown"}
 COLUMNS = ("step", "check", "result", "ranks", "observed")
 ORDER = {c.id: i for i, c in enumerate(CHECKS)}
+RAW_LIMIT = 20_000      # characters of one rank's raw output shown in the detail view
 
 
 class PreflightDetail(ModalScreen[None]):
@@ -59,14 +62,14 @@ class PreflightDetail(ModalScreen[None]):
         for r in self.results:
             text.append(f"\nrank {r.rank}: ", style="bold")
             text.append(LABEL[r.verdict], style=STYLE[r.verdict])
-            text.append(f"  {r.value}\n")
+            text.append(f"  {neutralise(r.value)}\n")
             if r.detail:
-                text.append(f"  {r.detail}\n", style="dim")
+                text.append(f"  {neutralise_block(r.detail)}\n", style="dim")
             if r.remedy:
                 text.append("  remedy: ", style="bold")
-                text.append(f"{cockpit_remedy(r.remedy, self.config_path)}\n")
+                text.append(f"{neutralise(cockpit_remedy(r.remedy, self.config_path))}\n")
             if r.raw:
-                text.append(r.raw + "\n", style="dim")
+                text.append(neutralise_block(clip(r.raw, RAW_LIMIT)) + "\n", style="dim")
         with VerticalScroll():
             yield Static(text, id="preflight-detail-text", markup=False)
 
@@ -145,7 +148,7 @@ class PreflightPane(Vertical):
         for i, row in enumerate(self.rows):
             verdict = Text(LABEL[row.verdict], style=STYLE[row.verdict])
             ranks = Text(ranks_text(row.ranks), style="reverse bold" if row.odd else "")
-            value = Text(row.value, style="bold" if row.odd else "")
+            value = Text(neutralise(row.value), style="bold" if row.odd else "")
             table.add_row(str(row.step), Text(row.check), verdict, ranks, value, key=str(i))
         if self.rows:
             table.move_cursor(row=min(keep, len(self.rows) - 1))
@@ -160,7 +163,10 @@ class PreflightPane(Vertical):
         text.append(", ")
         failed = counts[Verdict.FAIL]
         text.append(f"{failed} failed", style=STYLE[Verdict.FAIL] if failed else "")
-        text.append(f", {counts[Verdict.WARN]} warnings, {counts[Verdict.UNKNOWN]} unknown")
+        text.append(f", {counts[Verdict.WARN]} warnings, ")
+        unknown = counts[Verdict.UNKNOWN]
+        text.append(f"{unknown} unknown (not a pass)" if unknown else "0 unknown",
+                    style=f"bold {STYLE[Verdict.UNKNOWN]}" if unknown else "")
         text.append("   a all · c check · h host · enter detail", style="dim")
         return text
 
