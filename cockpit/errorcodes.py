@@ -50,6 +50,9 @@ _ALL = [
               "create it with the hosts' verified keys, or set [ssh] known_hosts"),
     ErrorCode("ssh-config-unsafe", "an SSH setting would turn host-key checking off",
               "remove `UserKnownHostsFile none` / `StrictHostKeyChecking no` for these hosts"),
+    ErrorCode("fingerprint-mismatch", "the host offers a key whose fingerprint is not the one given to "
+              "`hosts trust` (nothing was written)",
+              "check the fingerprint with the host's administrator; a different key may mean an attack"),
     ErrorCode("command-timeout", "a command on a host did not finish in time", "look at the host; retry"),
     ErrorCode("command-failed", "a command on a host exited non-zero", "read its output shown with it"),
     # preflight, setup, launch, stop
