@@ -167,7 +167,7 @@ class Host:
         if key is None:
             trusted, *_ = known.match(policy.lookup, addr, policy.match_port)
             verdict = kh.KeyVerdict.CHANGED if trusted else kh.KeyVerdict.UNKNOWN
-            found = kh.KeyCheck(verdict, "", tuple(kh.fingerprint(k) for k in trusted))
+            found = kh.KeyCheck(verdict, "", tuple(dict.fromkeys(kh.fingerprint(k) for k in trusted)))
         else:
             found = kh.check(known, policy, addr, key)  # type: ignore[arg-type]
         fp = found.fingerprint or None

@@ -51,13 +51,18 @@ async def peer_address(host: str, port: int) -> str:
 def check(known: SSHKnownHosts, policy: HostKeyPolicy, addr: str, key: asyncssh.SSHKey) -> KeyCheck:
     """What known_hosts says about the key `key` offered for the host of `policy`."""
     trusted, ca_keys, revoked, *_ = known.match(policy.lookup, addr, policy.match_port)
+    if policy.match_port is not None:
+        # `match` retries without the port when no key matched with it, and then drops the revocations
+        # that did match with it (`[host]:port` lines): read those too
+        revoked = [*revoked, *known._match(policy.lookup, addr, policy.match_port)[2]]
     fp = fingerprint(key)
     if any(k.public_data == key.public_data for k in revoked):
         return KeyCheck(KeyVerdict.REVOKED, fp)
     if any(k.public_data == key.public_data for k in trusted):
         return KeyCheck(KeyVerdict.TRUSTED, fp)
     if trusted or ca_keys:
-        return KeyCheck(KeyVerdict.CHANGED, fp, tuple(fingerprint(k) for k in (*trusted, *ca_keys)))
+        known_fps = dict.fromkeys(fingerprint(k) for k in (*trusted, *ca_keys))  # host and addr: twice
+        return KeyCheck(KeyVerdict.CHANGED, fp, tuple(known_fps))
     return KeyCheck(KeyVerdict.UNKNOWN, fp)
 
 
