@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from cockpit.cli.common import EXIT_FAILURE, EXIT_OK, add_json, check_ranks, load, run_async, usage_error
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
+from cockpit.safetext import neutralise, safe
 from cockpit.telemetry.logfilter import SEPARATOR, FilterError, LineFilter, StreamFilter
 from cockpit.telemetry.logs import FollowEvent, LogLine, follow, format_line, format_timestamp
 
@@ -98,8 +99,8 @@ class Printer:
             elif self.json_out:
                 out.write(json.dumps({"rank": line.rank, "time": format_timestamp(line.ts), "ts_ns": line.ts,
                                       "text": line.text}) + "\n")
-            else:
-                out.write(format_line(line) + "\n")
+            else:   # the follower neutralised the text; neutralise() returns a clean line as it is
+                out.write(neutralise(format_line(line)) + "\n")
         out.flush()
 
     def event(self, ev: FollowEvent) -> None:
@@ -109,7 +110,7 @@ class Printer:
             sys.stdout.write(json.dumps({"rank": ev.rank, "event": ev.state, "detail": ev.detail}) + "\n")
             sys.stdout.flush()
         elif ev.state != "ended":
-            print(f"r37-cockpit: rank {ev.rank}: {ev.state}" + (f" ({ev.detail})" if ev.detail else ""),
+            print(f"r37-cockpit: rank {ev.rank}: {ev.state}" + (f" ({safe(ev.detail)})" if ev.detail else ""),
                   file=sys.stderr)
 
 
@@ -123,8 +124,8 @@ async def stream_logs(config: ClusterConfig, ranks: list[int], printer: Printer,
             for rank in ranks:
                 if not fleet[rank].status.connected:
                     s = fleet[rank].status
-                    print(f"r37-cockpit: rank {rank}: {s.state.value}" + (f" ({s.error})" if s.error else ""),
-                          file=sys.stderr)
+                    why = f" ({safe(s.error)})" if s.error else ""
+                    print(f"r37-cockpit: rank {rank}: {s.state.value}{why}", file=sys.stderr)
                     failed.append(rank)
             ranks = [r for r in ranks if r not in failed]
         sources = [follow(fleet[r], config.cluster.container_name, follow=follow_, since=since, tail=tail,

@@ -1,8 +1,9 @@
 """`r37-cockpit setup JOB`: the recipe's setup steps on every host (they change hosts). Prints the exact
 commands per host and asks before anything runs (`--yes` skips the question), then streams the job log
-and progress. Exit 0 only if every host ended done or had nothing to do; 1 if a host failed or could not
-be reached; 3 if the run was not confirmed or a guard refused a host (and none failed); 2 for a bad
---rank or a config that cannot express the job (an unpinned revision with --offline)."""
+and progress (host text neutralised: `cockpit.safetext`). Exit 0 only if every host ended done or had
+nothing to do; 1 if a host failed or could not be reached; 3 if the run was not confirmed or a guard
+refused a host (and none failed); 2 for a bad --rank or a config that cannot express the job (an unpinned
+revision with --offline)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ from cockpit.recipe.setup_model import (
     StepProgress,
     StepStarted,
 )
+from cockpit.safetext import neutralise, safe
 
 PROGRESS_EVERY = 2.0
 
@@ -82,14 +84,14 @@ def render_plan(plan: SetupPlan, fix: Callable[[str], str] = _as_is) -> str:
             rp = jp.ranks[rank]
             head = f"rank {rank} ({plan.targets.get(rank, '?')})"
             if rp.refused:
-                lines.append(f"  {head}: {rp.refusal_label}: {fix(rp.refused)}")
+                lines.append(f"  {head}: {rp.refusal_label}: {safe(fix(rp.refused))}")
             elif not rp.steps:
-                lines.append(f"  {head}: nothing to do: {fix(rp.done)}")
+                lines.append(f"  {head}: nothing to do: {safe(fix(rp.done))}")
             else:
                 lines.append(f"  {head}:")
-                lines += [f"    $ {line}" for step in rp.steps for line in step.lines]
-            if rp.note:
-                lines += [f"    | {n}" for n in rp.note.rstrip("\n").splitlines()]
+                lines += [f"    $ {neutralise(line)}" for step in rp.steps for line in step.lines]
+            if rp.note:   # host text (a diff of the host's file): neutralised
+                lines += [f"    | {neutralise(n)}" for n in rp.note.rstrip("\n").split("\n")]
     return "\n".join(lines)
 
 
@@ -107,13 +109,13 @@ def render_progress(ev: StepProgress) -> str:
 
 
 def render_summary(final: SetupFinished, plan: SetupPlan, fix: Callable[[str], str] = _as_is) -> str:
-    rows = [[o.job, str(o.rank), o.state.value.upper() if not o.ok else o.state.value, fix(o.message)]
+    rows = [[o.job, str(o.rank), o.state.value.upper() if not o.ok else o.state.value, safe(fix(o.message))]
             for o in final.outcomes]
     out = [table(rows, ["JOB", "RANK", "RESULT", "DETAIL"])]
     bad = [o for o in final.outcomes if not o.ok]
     for o in bad:
         out.append(f"rank {o.rank} ({plan.targets.get(o.rank, '?')}) {o.job} {o.state.value}: "
-                   f"{fix(o.message)}")
+                   f"{safe(fix(o.message))}")
     done = sum(1 for o in final.outcomes if o.ok)
     out.append(f"{done} of {len(final.outcomes)} ok in {final.elapsed:.1f} s"
                + (f"; not ok on rank {ranks_text(sorted({o.rank for o in bad}))}" if bad else ""))
@@ -170,16 +172,18 @@ async def _run(args: argparse.Namespace, config: ClusterConfig, jobs: list[str])
         final: SetupFinished | None = None
         async for ev in run.events():
             if isinstance(ev, JobLog):
-                print(f"rank {ev.rank} {ev.job} | {ev.text}", file=show, flush=True)
+                print(f"rank {ev.rank} {ev.job} | {safe(ev.text)}", file=show, flush=True)
             elif isinstance(ev, StepStarted):
-                print(f"rank {ev.rank} {ev.job} | step {ev.index + 1}/{ev.count}: {ev.label}", file=show)
+                print(f"rank {ev.rank} {ev.job} | step {ev.index + 1}/{ev.count}: {safe(ev.label)}",
+                      file=show)
             elif isinstance(ev, StepProgress):
                 now = time.monotonic()
                 if now - last.get(ev.rank, 0.0) >= PROGRESS_EVERY or ev.progress.eta == 0.0:
                     last[ev.rank] = now
                     print(render_progress(ev), file=show, flush=True)
             elif isinstance(ev, RankDone):
-                print(f"rank {ev.rank} {ev.job} | {ev.state.value}: {fix(ev.message)}", file=show, flush=True)
+                print(f"rank {ev.rank} {ev.job} | {ev.state.value}: {safe(fix(ev.message))}", file=show,
+                      flush=True)
             elif isinstance(ev, SetupFinished):
                 final = ev
     assert final is not None

@@ -156,3 +156,47 @@ async def test_detail_remedy_names_the_config_discovery_would_not_find(fixed_con
         assert isinstance(app.screen, PreflightDetail)
         shown = str(app.screen.query_one("#preflight-detail-text", Static).render())
         assert f"`r37-cockpit --config {conf} setup runtime --rank 3`" in shown
+
+
+EVIL = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;pwned\x07\x1b[2J\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\"
+HOSTILE = CheckResult(
+    "gpu", 1, 1, "GPU visible", Verdict.FAIL, f"NVIDIA-SMI has failed {EVIL}",
+    remedy="check the driver (`nvidia-smi`)", detail=f"the host said: {EVIL}\nsecond line {EVIL}",
+    commands=("timeout 20 nvidia-smi",), raw=f"$ timeout 20 nvidia-smi\n{EVIL}\n[exit 9]",
+)
+UNKNOWN = CheckResult("disk", 3, 1, "free disk", Verdict.UNKNOWN, "no answer: timed out",
+                      remedy="re-run once the host answers")
+
+
+def hostile(cfg: ClusterConfig) -> list[CheckResult]:
+    swap = {("gpu", 1): HOSTILE, ("disk", 3): UNKNOWN}
+    return [swap.get((r.check, r.rank), r) for r in healthy(cfg)]
+
+
+def test_unknown_is_counted_apart_and_host_escapes_are_inert(snap_compare, fixed_config) -> None:
+    """A check whose value holds OSC 52 (clipboard), OSC 0 (title), CSI 2J (clear) and OSC 8 (hyperlink):
+    shown as visible symbols; an unknown check is summed apart from the passes."""
+    app = app_fed(fixed_config, hostile(fixed_config))
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await app._snap_before(pilot)
+        status = str(app.query_one("#preflight-status").render())
+        assert "1 unknown (not a pass)" in status and "\x1b" not in status
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+    assert not app.ctx.preflight.ok
+
+
+def test_detail_of_a_check_with_escapes_in_its_output(snap_compare, fixed_config) -> None:
+    app = app_fed(fixed_config, hostile(fixed_config))
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await app._snap_before(pilot)
+        pane = app.query_one("#preflight-pane")
+        row = next(i for i, r in enumerate(pane.rows) if r.check == "gpu" and r.ranks == (1,))
+        await pilot.press(*["down"] * row, "enter")
+        await pilot.pause()
+        shown = str(app.screen.query_one("#preflight-detail-text").render())
+        assert "\x1b" not in shown and "\x07" not in shown and "␛]52;c;" in shown
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)

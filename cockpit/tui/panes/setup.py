@@ -32,6 +32,7 @@ from cockpit.recipe.setup_model import (
     StepStarted,
 )
 from cockpit.remedy import cockpit_remedy
+from cockpit.safetext import neutralise_block, safe
 from cockpit.tui.confirm import ConfirmCommands, ConfirmResult
 from cockpit.tui.context import CockpitContext
 
@@ -189,7 +190,7 @@ class SetupPane(Vertical, can_focus=True):
                         text.append("\n")
                     style = STATE_STYLE.get(o.state.value, "")
                     text.append(f"rank {rank} {o.job} {o.state.value}: ", style=style)
-                    text.append(self._fix(o.message))
+                    text.append(neutralise_block(self._fix(o.message)))
         return text
 
     def _status(self) -> Text:
@@ -229,12 +230,13 @@ class SetupPane(Vertical, can_focus=True):
             row = self.rows.setdefault(event.rank, RankRow(event.rank))
             row.progress = event.progress
         elif isinstance(event, JobLog):
-            log.write_line(f"[{event.rank} {event.job}] {event.text}")
+            log.write_line(f"[{event.rank} {event.job}] {safe(event.text)}")
         elif isinstance(event, RankDone):
             row = self.rows.setdefault(event.rank, RankRow(event.rank))
             row.outcomes[event.job] = event
             row.job, row.state, row.message = event.job, event.state.value, event.message
-            log.write_line(f"[{event.rank} {event.job}] {event.state.value}: {self._fix(event.message)}")
+            shown = safe(self._fix(event.message))
+            log.write_line(f"[{event.rank} {event.job}] {event.state.value}: {shown}")
         elif isinstance(event, SetupFinished):
             self.running, self.final = False, event
             self.ctx.setup_finished()       # a preflight from before this job is stale now
@@ -316,10 +318,10 @@ class SetupPane(Vertical, can_focus=True):
     def on_setup_pane_planned(self, message: SetupPane.Planned) -> None:
         log = self.query_one("#setup-log", Log)
         if message.plan is None:
-            self.note(f"cannot plan: {self._fix(message.error)}", "bold red")
+            self.note(f"cannot plan: {safe(self._fix(message.error))}", "bold red")
             return
         plan = self.plan = message.plan
-        notes = [self._fix(text) for text in plan.notes()]
+        notes = [neutralise_block(self._fix(text)) for text in plan.notes()]   # host text (diffs)
         log.write_line(f"== plan: {', '.join(jp.job for jp in plan.jobs)}")
         for label, line in plan.commands():
             log.write_line(f"[{label}] $ {line}")
