@@ -363,7 +363,7 @@ def float_range(lo: float, hi: float | None, what: str, *, lo_open: bool = True)
 
 
 Port = Annotated[int, int_range(1, 65535, "port")]
-Positive = Annotated[int, int_range(1, None, "value")]
+Positive = Annotated[int, int_range(1, 2**63 - 1, "value")]  # int64: what the programs on the hosts read
 HostPath = Annotated[str, AfterValidator(host_path)]
 MountPath = Annotated[str, AfterValidator(mount_path)]
 RecipeDir = Annotated[str, AfterValidator(recipe_dir_path)]
@@ -566,12 +566,17 @@ class ClusterConfig(Strict):
         return self.host(rank).recipe_dir or self.paths.recipe_dir
 
 
+MAX_HOSTS = 256
+
+
 def cross_problems(cfg: ClusterConfig) -> list[tuple[str, str]]:
     """Rules across keys: ranks 0..N-1 once each, unique fabric IPs and SSH targets, distinct ports."""
     problems: list[tuple[str, str]] = []
     n = len(cfg.hosts)
     if n == 0:
         return [("hosts", "at least one [[hosts]] entry is required")]
+    if n > MAX_HOSTS:
+        return [("hosts", f"{n} hosts: the cockpit drives at most {MAX_HOSTS}")]
     seen_rank: dict[int, int] = {}
     for i, h in enumerate(cfg.hosts):
         if h.rank >= n:
@@ -809,8 +814,11 @@ def read_text_file(path: Path, what: str = "file") -> str:
         raise ConfigError(path, [("", f"permission denied reading the {what}")]) from None
     except OSError as exc:
         raise ConfigError(path, [("", f"cannot read the {what}: {exc.strerror or exc}")]) from None
+    except ValueError:                       # a NUL byte in the path
+        raise ConfigError(path, [("", f"the {what}'s path contains a NUL byte")]) from None
     try:
         return raw.decode("utf-8")
+
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError(path, [("", f"not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line})")]

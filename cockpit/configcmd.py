@@ -24,6 +24,7 @@ from cockpit.config import (
     read_text_file,
 )
 from cockpit.envfile import config_from_env, env_for_rank, parse_env
+from cockpit.safetext import neutralise
 
 Result = tuple[bool, str, dict[str, Any]]
 CONFIG, EXISTS, IO = "config", "exists", "io"     # data["error"] of a failure
@@ -86,7 +87,8 @@ def check(path: str | os.PathLike[str] | None = None) -> Result:
     except ConfigError as exc:
         return _config_failure(exc)
     notes = config_notes(cfg)
-    text = f"{where}: OK, {len(cfg.hosts)} host{'s' if len(cfg.hosts) != 1 else ''}\n\n{summary(cfg)}"
+    plural = "s" if len(cfg.hosts) != 1 else ""
+    text = f"{neutralise(str(where))}: OK, {len(cfg.hosts)} host{plural}\n\n{summary(cfg)}"
     if notes:
         text += "\n\n" + "\n".join(f"note: {n}" for n in notes)
     data = {"ok": True, "path": str(where), "hosts": host_rows(cfg), "notes": notes,

@@ -158,7 +158,12 @@ BAD: list[tuple[str, Callable[[dict[str, Any]], None] | str, str, str]] = [
     ("negative gid", host_set(1, gid_index=-1), "hosts[1].gid_index",
      "gid_index -1 is out of range (0..255)"),
     ("gid too big", host_set(1, gid_index=256), "hosts[1].gid_index", "out of range (0..255)"),
-    ("zero size", sect_set("runtime", size_bytes=0), "runtime.size_bytes", "value 0 is out of range (>= 1)"),
+    ("zero size", sect_set("runtime", size_bytes=0), "runtime.size_bytes", "value 0 is out of range (1.."),
+    ("beyond int64", sect_set("serving", maxlen=2**63), "serving.maxlen",
+     "value 9223372036854775808 is out of range (1..9223372036854775807)"),
+    ("too many hosts", lambda d: d.update(hosts=[{**d["hosts"][0], "rank": r, "ssh": f"h{r}",
+                                                  "fabric_ip": f"10.{r // 250}.0.{r % 250}"}
+                                                 for r in range(257)]), "hosts", "at most 256"),
     ("empty hosts", lambda d: d.update(hosts=[]), "hosts", "at least one [[hosts]] entry is required"),
     ("hosts as table", "[hosts]\nrank = 0\n", "hosts", "expected an array of tables ([[hosts]])"),
     ("user in ssh target", host_set(0, ssh="admin@spark-0"), "hosts[0].ssh", "put the login name in 'user'"),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cockpit import configcmd
 from cockpit.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, add_json, load, print_json
+from cockpit.safetext import neutralise_block
 
 EXIT_FOR = {configcmd.CONFIG: EXIT_USAGE, configcmd.EXISTS: EXIT_REFUSED, configcmd.IO: EXIT_FAILURE}
 
@@ -48,12 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _emit(ok: bool, text: str, data: dict, as_json: bool) -> int:
+    """Print the result (text neutralised: a path or key of a hostile file may hold escapes)."""
     if as_json:
         print_json(data)
     elif ok:
+        text = neutralise_block(text)
         print(text, end="" if text.endswith("\n") else "\n")
     else:
-        print(text, file=sys.stderr)
+        print(neutralise_block(text), file=sys.stderr)
     return EXIT_OK if ok else EXIT_FOR.get(data.get("error", configcmd.CONFIG), EXIT_FAILURE)
 
 
