@@ -448,3 +448,23 @@ def test_export_env_stdout_file_and_no_overwrite(tmp_path: Path) -> None:
     ok, text, _ = export_env(cfg, 0, tmp_path)
     assert not ok and "is a directory" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.env"]
+
+
+def test_saved_logs_follow_the_umask_and_never_overwrite(tmp_path: Path) -> None:
+    """telemetry.logs.save_lines (the Logs pane's save) creates its file like any program would."""
+    from cockpit.telemetry.logs import LogLine, save_lines
+    lines = [LogLine(1_700_000_000 * 10**9, 0, "a")]
+    old = os.umask(0o027)
+    try:
+        assert save_lines(tmp_path / "a.log", lines) == 1
+        os.umask(0o077)
+        assert save_lines(tmp_path / "b.log", lines) == 1
+        os.umask(0o022)
+        assert save_lines(tmp_path / "a.log", lines, overwrite=True) == 1
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.log").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "b.log").stat().st_mode) == 0o600
+    with pytest.raises(FileExistsError):
+        save_lines(tmp_path / "b.log", lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.log", "b.log"]

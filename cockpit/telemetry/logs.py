@@ -15,7 +15,7 @@ import asyncio
 import calendar
 import contextlib
 import os
-import tempfile
+import secrets
 import time
 from array import array
 from bisect import bisect_left
@@ -697,7 +697,8 @@ def save_lines(path: str | os.PathLike[str], lines: Iterable[LogLine | None], *,
     if not overwrite and os.path.lexists(target):
         raise FileExistsError(target)
     directory = os.path.dirname(target)
-    fd, tmp = tempfile.mkstemp(prefix=".r37-logs-", suffix=".tmp", dir=directory)
+    # created 0o666 less the umask, as `docker logs > FILE` would be (never chmod-ed to a fixed mode)
+    fd, tmp = _new_temp(directory)
     count = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
@@ -706,14 +707,34 @@ def save_lines(path: str | os.PathLike[str], lines: Iterable[LogLine | None], *,
                 count += line is not None
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
         if overwrite:
             os.replace(tmp, target)
         else:
             os.link(tmp, target)  # fails if the name appeared meanwhile: never clobbers
             os.unlink(tmp)
+        _fsync_dir(directory)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     return count
+
+
+def _new_temp(directory: str) -> tuple[int, str]:
+    """A fresh `.r37-logs-RANDOM.tmp` in `directory`, created 0o666 with the umask applied."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = os.path.join(directory, f".r37-logs-{secrets.token_hex(4)}.tmp")
+        with contextlib.suppress(FileExistsError):
+            return os.open(tmp, flags, 0o666), tmp
+    raise FileExistsError(f"no free temporary name in {directory}")
+
+
+def _fsync_dir(directory: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
