@@ -179,3 +179,12 @@ def test_trust_creates_a_missing_file_private(demo_cluster, tmp_path) -> None:
     assert known.read_text() == lines[3] + "\n"
     assert stat.S_IMODE(os.stat(known).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(known.parent).st_mode) == 0o700
+
+
+def test_chat_tunnel_follows_the_same_policy(demo_cluster, tmp_path) -> None:
+    """The API tunnel rides rank 0's SSH connection: an unsafe ssh config means no tunnel, said so."""
+    home = fake_home(tmp_path / "home", "Host *\n  UserKnownHostsFile none\n")
+    res = cockpit(demo_cluster.config_path, "chat", "hi", "--json", home=home)
+    assert res.returncode == 1
+    api = json.loads(res.stdout)["api"]
+    assert api["state"] == "tunnel_down" and "UserKnownHostsFile none" in api["message"]
