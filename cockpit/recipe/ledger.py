@@ -2,7 +2,10 @@
 
 `stop` touches only containers listed here (by full container ID), so a model someone launched by hand
 is never stopped. The file is `$XDG_STATE_HOME/r37-cockpit/launched.json` (default
-`~/.local/state/r37-cockpit/`); every change is a locked read-modify-write with an atomic replace.
+`~/.local/state/r37-cockpit/`); every change is a locked read-modify-write, written durably (temp file,
+fsync, rename, fsync of the directory). A file that cannot be read as a ledger is never silently
+reset: it is renamed aside to `launched.json.corrupt-<UTC time>` and a notice is kept in
+`Ledger.warnings` (and logged) for the CLI and the TUI to show; the cockpit then starts a fresh ledger.
 """
 
 from __future__ import annotations
@@ -11,15 +14,19 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
+import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import NamedTuple
 
 from cockpit.config import ClusterConfig
 
 FILE_NAME = "launched.json"
+log = logging.getLogger(__name__)
 ADOPT_WINDOW = 300.0   # seconds after a lost `docker run` began in which a container it created may appear
 
 
@@ -69,31 +76,136 @@ def _load(cls: type, data: object) -> object | None:
         return None
 
 
+class LedgerNotice(NamedTuple):
+    """Something the operator must be told about the ledger: a stable error code and a sentence."""
+
+    code: str      # cockpit.errorcodes: file-corrupt (kept aside, fresh ledger started) or command-failed
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class LedgerCorrupt(Exception):
+    """The ledger file is not a ledger (not UTF-8, not JSON, not a JSON object)."""
+
+
 class Ledger:
-    """Launch records of one cluster."""
+    """Launch records of one cluster.
+
+    `warnings` collects the notices of this ledger's life (a corrupt file kept aside, a file that could
+    not be read): the CLI prints them, the TUI shows them as notifications.
+    """
 
     def __init__(self, cfg: ClusterConfig, path: Path | None = None):
         self.key = cluster_key(cfg)
         self.path = path or state_dir() / FILE_NAME
+        self.warnings: list[LedgerNotice] = []
+        self._told: set[str] = set()
+
+    def pop_warnings(self) -> list[LedgerNotice]:
+        """The notices not shown yet (each is returned once)."""
+        out, self.warnings = self.warnings, []
+        return out
+
+    def _warn(self, message: str, code: str = "command-failed") -> None:
+        if message in self._told:            # a watcher reads the ledger every look: tell it once
+            return
+        self._told.add(message)
+        self.warnings.append(LedgerNotice(code, message))
+        log.warning("%s", message)
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, dict[str, dict[str, object]]]]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock = self.path.with_name(self.path.name + ".lock")
-        with open(lock, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            data = self._read()
+        with self._lock():
+            data = self._read_locked()
             yield data
-            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+            self._write(data)
+
+    def _write(self, data: dict[str, dict[str, dict[str, object]]]) -> None:
+        """Temp file (0600), flush, fsync, rename over the ledger, fsync the directory."""
+        directory = self.path.parent
+        tmp = directory / f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
             os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        _fsync_dir(directory)
+
+    def _parse(self) -> dict[str, dict[str, dict[str, object]]]:
+        """The ledger's data ({} when there is none yet); LedgerCorrupt if the file is not a ledger."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise LedgerCorrupt(f"not JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
+        if not isinstance(data, dict):
+            raise LedgerCorrupt(f"a JSON {type(data).__name__}, not an object")
+        return data
+
+    def _read_locked(self) -> dict[str, dict[str, dict[str, object]]]:
+        """Read with the lock held: a corrupt file is kept aside and a fresh ledger begins."""
+        try:
+            return self._parse()
+        except LedgerCorrupt as exc:
+            self._quarantine(str(exc))
+            return {}
+        except OSError as exc:
+            self._warn(f"launch ledger {self.path} cannot be read ({exc.strerror or exc}): "
+                       "launch records are unknown until it can")
+            raise
+
+    def _quarantine(self, why: str) -> None:
+        """Rename the corrupt ledger to launched.json.corrupt-<UTC time>[-N], never over an earlier one."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        for n in range(1000):
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}" + (f"-{n}" if n else ""))
+            try:
+                os.link(self.path, aside)        # fails if that name exists: an earlier one is kept
+            except FileExistsError:
+                continue
+            except FileNotFoundError:
+                return                           # someone else kept it aside meanwhile
+            os.unlink(self.path)
+            _fsync_dir(self.path.parent)
+            self._warn(f"the launch ledger {self.path} could not be read ({why}); it was kept as {aside} "
+                       "and a fresh ledger was started: containers this cockpit launched before are no "
+                       "longer known as its own (stop them the way they were started)", "file-corrupt")
+            return
+        raise OSError(f"cannot keep the corrupt ledger {self.path} aside: too many earlier copies")
 
     def _read(self) -> dict[str, dict[str, dict[str, object]]]:
+        """The ledger's data for a look (no lock unless the file is corrupt: then it is kept aside)."""
         try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+            return self._parse()
+        except LedgerCorrupt:
+            pass
+        except OSError as exc:
+            self._warn(f"launch ledger {self.path} cannot be read ({exc.strerror or exc})")
             return {}
-        return data if isinstance(data, dict) else {}
+        with self._lock():
+            return self._read_locked()
 
     def records(self) -> dict[int, LaunchRecord]:
         """The latest record per rank of this cluster."""
@@ -165,3 +277,13 @@ class Ledger:
     def owns(self, rank: int, container_id: str) -> bool:
         rec = self.records().get(rank)
         return rec is not None and rec.container_id == container_id
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
