@@ -102,7 +102,7 @@ def parse_ps(text: str) -> list[PsEntry]:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):   # deep nesting raises RecursionError
             continue
         if not isinstance(obj, dict):
             continue
@@ -124,7 +124,7 @@ def parse_inspect(text: str) -> list[ContainerState]:
     """`docker inspect` output (a JSON array) → states; `[]` or junk → empty list."""
     try:
         data = json.loads(text) if text.strip() else []
-    except ValueError:
+    except (ValueError, RecursionError):   # deep nesting raises RecursionError
         return []
     if isinstance(data, dict):
         data = [data]

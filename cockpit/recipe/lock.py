@@ -139,7 +139,7 @@ def parse_record(text: str) -> Holder:
     """A `holder.json` as read from rank 0; ValueError (with the reason) when it is not a holder record."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):   # deep nesting raises RecursionError
         raise ValueError("not JSON") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")

@@ -70,7 +70,7 @@ def parse_timestamp(stamp: str) -> int | None:
             _SECONDS_CACHE.clear()
         _SECONDS_CACHE[head] = secs
     rest = stamp[19:]
-    if rest[:1] == "." and rest[-1:] == "Z" and rest[1:-1].isdigit():  # docker's own form
+    if rest[:1] == "." and rest[-1:] == "Z" and rest[1:-1].isascii() and rest[1:-1].isdigit():  # docker's
         return secs * 1_000_000_000 + int((rest[1:-1] + "00000000")[:9])
     frac = ""
     if rest[:1] == ".":
@@ -678,7 +678,7 @@ def line_from_raw(rank: int, raw: str) -> LogLine | None:
     if raw[29:31] == "Z " and raw[19:20] == ".":  # docker's fixed-width stamp: the fast path
         secs = _SECONDS_CACHE.get(raw[:19])
         frac = raw[20:29]
-        if secs is not None and frac.isdigit():
+        if secs is not None and frac.isascii() and frac.isdigit():   # isdigit alone takes superscripts
             text = raw[31:]
             return LogLine(secs * 1_000_000_000 + int(frac), rank,
                            text if text.isprintable() else neutralise(text))
