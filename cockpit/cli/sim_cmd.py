@@ -8,7 +8,8 @@ from pathlib import Path
 
 from platformdirs import user_state_path
 
-from cockpit.cli.common import EXIT_FAILURE, EXIT_USAGE, CliError, add_json, print_json
+from cockpit.cli.common import EXIT_FAILURE, EXIT_REFUSED, EXIT_USAGE, CliError, add_json, print_json
+from cockpit.safetext import safe
 
 
 def default_dir() -> Path:
@@ -69,16 +70,31 @@ def _dir(args: argparse.Namespace) -> Path:
     return (args.dir or Path(os.environ.get("R37_SIM_DIR", default_dir()))).expanduser()
 
 
+def _check_demo_dir(directory: Path) -> None:
+    """The demo's per-host paths lie inside DIR: refuse a DIR its cluster.toml could not hold."""
+    from cockpit.config import host_path
+    from cockpit.sim.cluster import host_root
+    try:
+        host_path(str(host_root(directory.resolve(), 0) / "srv" / "models"))
+    except ValueError as exc:
+        raise CliError(f"--dir {safe(directory)} cannot hold a simulated cluster: {safe(exc)}",
+                       EXIT_USAGE, "usage") from None
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from cockpit.sim import cluster
     directory = _dir(args)
     kwargs = {"speed": args.speed} if args.speed else {}
+    if not args.lab:
+        _check_demo_dir(directory)
     try:
         if args.lab:
             from cockpit.sim.lab import lab_up
             toml = lab_up(directory, **kwargs)
         else:
             toml = cluster.demo_up(directory, **kwargs)
+    except cluster.DirInUse as exc:
+        raise CliError(safe(exc), EXIT_REFUSED, "file-exists") from None
     except cluster.SimError as exc:
         raise CliError(str(exc)) from None
     if args.json:
@@ -97,11 +113,16 @@ def cmd_down(args: argparse.Namespace) -> int:
         stopped = cluster.down(_dir(args))
     except cluster.SimError as exc:
         raise CliError(str(exc)) from None
+    kept = [s for s in stopped if s.startswith("kept ")]
+    stopped = [s for s in stopped if not s.startswith("kept ")]
     if args.json:
-        print_json({"stopped": stopped})
+        print_json({"stopped": stopped, "kept": kept})
     else:
         print(f"simulated cluster down; stopped {len(stopped)} item(s)")
+        for note in kept:
+            print(f"  {safe(note)}")
     return 0
+
 
 
 def _root(args: argparse.Namespace) -> Path:

@@ -249,7 +249,7 @@ async def serve(cluster_dir: Path) -> None:
     for host, h in zip(hosts, plan["hosts"], strict=True):
         await host.start(h.get("port", 0))
     ready = {"pid": os.getpid(), "ports": [h.port for h in hosts]}
-    tmp = cluster_dir / "demo-ready.json.tmp"
+    tmp = cluster_dir / f".demo-ready.json.{os.getpid()}.tmp"  # never a name of the operator's
     tmp.write_text(json.dumps(ready))
     tmp.replace(cluster_dir / "demo-ready.json")
     stop = asyncio.Event()

@@ -42,9 +42,12 @@ from cockpit.sim.cluster import (
     HostPlan,
     Manifest,
     SimError,
+    claim_dir,
     generate_keys,
     host_root,
+    own_dir,
     prepare_hosts,
+    start_manifest,
     write_client_files,
 )
 from cockpit.sim.procs import alive, reap, terminate
@@ -330,9 +333,10 @@ def lab_specs(cluster_dir: Path, n: int, plan: AddressPlan, speed: float) -> lis
 
 
 def new_manifest(cluster_dir: Path, names: LabNames, plan: AddressPlan, specs: list[layout.HostSpec],
-                 srv_bytes: int) -> Manifest:
-    """The manifest of a lab about to be built: every name it will create, so `lab_down` can undo it."""
-    return Manifest("lab", str(cluster_dir), pids=[], netns=names.all_netns, extra={
+                 srv_bytes: int, prev: Manifest | None = None) -> Manifest:
+    """The manifest of a lab about to be built: every name it will create, so `lab_down` can undo it
+    (and the files and directories an earlier `sim up` wrote in `cluster_dir`, from `prev`)."""
+    return start_manifest(cluster_dir, "lab", prev, pids=[], netns=names.all_netns, extra={
         "lab_id": names.lab_id, "bridges": names.bridges, "veths": names.veths,
         "mgmt_subnet": str(plan.mgmt), "fabric_subnet": str(plan.fabric), "admin_ip": plan.admin_ip,
         "mgmt_ips": [plan.mgmt_ip(s.rank) for s in specs], "fabric_ips": [s.fabric_ip for s in specs],
@@ -342,11 +346,10 @@ def new_manifest(cluster_dir: Path, names: LabNames, plan: AddressPlan, specs: l
 
 
 def build_network(cluster_dir: Path, specs: list[layout.HostSpec], *, srv_bytes: int,
-                  names_plan: tuple[LabNames, AddressPlan]) -> Manifest:
+                  names_plan: tuple[LabNames, AddressPlan], prev: Manifest | None = None) -> Manifest:
     """Save the manifest, then create bridges, namespaces and links (undone again on failure)."""
     names, plan = names_plan
-    manifest = new_manifest(cluster_dir, names, plan, specs, srv_bytes)
-    manifest.save(cluster_dir)
+    manifest = new_manifest(cluster_dir, names, plan, specs, srv_bytes, prev)
     try:
         _build_network(names, plan, specs)
     except BaseException:
@@ -361,8 +364,7 @@ def start_hosts(cluster_dir: Path, manifest: Manifest, specs: list[layout.HostSp
     names = LabNames(str(extra["lab_id"]), len(manifest.netns))
     mgmt_ips = [str(ip) for ip in extra["mgmt_ips"]]  # type: ignore[union-attr]
     srv_bytes = int(extra["srv_bytes"])  # type: ignore[arg-type]
-    lab = cluster_dir / "lab"
-    lab.mkdir(parents=True, exist_ok=True)
+    lab = own_dir(cluster_dir, manifest, "lab")
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)        # sshd's privilege separation dir
     Path(HOST_ROOT_MOUNT).mkdir(parents=True, exist_ok=True)  # mount points (left empty in the root ns)
     Path(SRV_MOUNT).mkdir(exist_ok=True)
@@ -408,20 +410,22 @@ def lab_up(cluster_dir: Path, *, n: int = 4, speed: float = DEMO_SPEED,
     if _running(Manifest.load(cluster_dir)):
         raise SimError(f"a simulated cluster is already running from {cluster_dir}; "
                        f"`r37-cockpit sim down --dir {cluster_dir}` stops it")
-    (cluster_dir / "lab").mkdir(parents=True, exist_ok=True)
+    prev = claim_dir(cluster_dir)        # DirInUse if a name the lab writes is not the sim's own
     names = LabNames(secrets.token_hex(3), n)
     with _lock():  # the management /24 is taken once its bridge has its address
         plan = pick_addresses(used_networks())
         specs = lab_specs(cluster_dir, n, plan, speed)
-        manifest = build_network(cluster_dir, specs, srv_bytes=srv_bytes, names_plan=(names, plan))
+        manifest = build_network(cluster_dir, specs, srv_bytes=srv_bytes, names_plan=(names, plan),
+                                 prev=prev)
     try:
-        generate_keys(cluster_dir, n)
-        hub = prepare_hosts(cluster_dir, specs, demo=False)
+        generate_keys(cluster_dir, n, manifest)
+        hub = prepare_hosts(cluster_dir, specs, demo=False, manifest=manifest)
         start_hosts(cluster_dir, manifest, specs)
         plans = [HostPlan(s.rank, plan.mgmt_ip(s.rank), 22, "root", host_root(cluster_dir, s.rank), s)
                  for s in specs]
         return write_client_files(cluster_dir, plans, hub, per_host_paths=False, speed=speed,
-                                  recipe_dir=RECIPE_DIR)
+                                  manifest=manifest, recipe_dir=RECIPE_DIR)
+
     except BaseException:
         lab_down(cluster_dir, manifest)
         raise
