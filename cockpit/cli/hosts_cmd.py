@@ -106,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
         for s in statuses:
             if not s.connected:
                 print(f"rank {s.rank}: [{s.code or s.state.value}] {safe(s.error or s.state.value)}")
-                for old in s.known_fingerprints:
-                    print(f"  known_hosts holds: {old}")
-                if s.fingerprint and s.state is not HostState.CONNECTED:
-                    print(f"  host offers:       {s.fingerprint}")
+                for old in s.known_fingerprints:  # a changed key: the old one(s) and the new one
+                    print(f"  known_hosts holds: {neutralise(old)}")
+                if s.known_fingerprints and s.fingerprint:
+                    print(f"  host offers:       {neutralise(s.fingerprint)}")
                 if s.remedy:
                     print(f"  remedy: {safe(remedy(args, s.remedy))}")
     return EXIT_OK if all(s.connected for s in statuses) else EXIT_FAILURE
