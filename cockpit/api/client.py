@@ -10,6 +10,10 @@ no token mid-answer; judged by the raw path's watchdog timer, so at no cost per 
 when it did not come whole within the first-token deadline, and ``/health``, ``/v1/models`` and
 ``/metrics`` when they were not answered whole within ``health_timeout`` (a server that trickles a byte a
 second cannot hold them). A request given up on is closed, so the server sees the disconnect.
+
+Nothing is kept without bound either: every plain body has its cap (``MAX_*_BODY``), one SSE event
+:data:`MAX_EVENT_BYTES` and a streamed answer's text :data:`~cockpit.api.stream.MAX_ANSWER_CHARS`; past a
+cap the request ends with a ``too_large`` error (a streamed one keeps the part that fits).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, Self
 
 import httpx
 
-from cockpit.api import rawstream
+from cockpit.api import rawstream, sse
 from cockpit.api.chat import ChatRequest
 from cockpit.api.errors import (
     REMEDY_PROTOCOL,
@@ -38,23 +42,35 @@ from cockpit.api.errors import (
     no_first_token,
     no_token_for,
     not_answered_in_time,
+    too_large,
 )
-from cockpit.api.sse import SseDecoder, SseError
+from cockpit.api.sse import SseDecoder, SseError, SseTooLarge
 from cockpit.api.status import ApiState, ApiStatus
 from cockpit.api.stream import (
+    REMEDY_TOO_LARGE,
     ChatEvent,
     ChatResult,
     ChunkAccumulator,
     Finished,
     StreamDeadlines,
     StreamError,
-    StreamProtocolError,
     StreamStats,
     result_from_response,
 )
 from cockpit.constants import STREAM_FRAME_MS
 
 _MAX_ERROR_BODY = 64 * 1024
+MAX_HEALTH_BODY = 64 * 1024
+"""The most body bytes ``/health`` may answer (vLLM answers none); more is a ``too_large`` error."""
+MAX_MODELS_BODY = 1024 * 1024
+"""The most body bytes of ``/v1/models``."""
+MAX_METRICS_BODY = 8 * 1024 * 1024
+"""The most body bytes of ``/metrics`` (vLLM's is some hundred KiB)."""
+MAX_COMPLETION_BODY = 8 * 1024 * 1024
+"""The most body bytes of a non-streamed answer."""
+MAX_EVENT_BYTES = sse.MAX_EVENT_BYTES
+"""The largest single event of a streamed answer (1 MiB); the whole answer's text is bounded by
+:data:`~cockpit.api.stream.MAX_ANSWER_CHARS`."""
 _HEADERS = {"User-Agent": "r37-cockpit"}
 _CHAT_PATH = "/v1/chat/completions"
 STREAM_INTERVAL = STREAM_FRAME_MS / 1000
@@ -212,55 +228,66 @@ class ApiClient:
                              seconds=time.perf_counter() - t0)
 
         try:
-            async with asyncio.timeout(self.health_timeout):
-                resp = await self._http.get("/health", timeout=self.health_timeout)
-        except TimeoutError:
-            err = not_answered_in_time(url, self.health_timeout)
-            return answer("timeout", err.message, err.remedy)
-        except httpx.HTTPError as exc:
-            err = from_transport(exc, url)
+            status, body = await self._fetch("GET", "/health", total=self.health_timeout,
+                                             cap=MAX_HEALTH_BODY)
+        except ApiError as err:
             state: ApiState = (
-                err.kind if err.kind in ("unreachable", "not_ready", "timeout") else "unreachable"
+                err.kind if err.kind in ("unreachable", "not_ready", "timeout")
+                else "http_error" if err.kind == "too_large" else "unreachable"
             )
-            return answer(state, err.message, err.remedy)
-        if resp.status_code == 200:
+            return answer(state, err.message, err.remedy, err.status)
+        if status == 200:
             return answer("ready", "ready: /health answered 200", "", 200)
-        err = from_status(resp.status_code, resp.content[:_MAX_ERROR_BODY], url)
+        err = from_status(status, body, url)
         return answer("engine_dead" if err.kind == "engine_dead" else "http_error", err.message, err.remedy,
-                      resp.status_code)
+                      status)
 
-    async def _request(
-        self, method: str, path: str, *, total: float | None,
+    async def _fetch(
+        self, method: str, path: str, *, total: float | None, cap: int,
         expired: Callable[[], ApiError] | None = None, **kwargs: Any,
-    ) -> httpx.Response:
-        """One plain request that answered 200; any other outcome raises :class:`ApiError`.
+    ) -> tuple[int, bytes]:
+        """One plain request read whole: its status and body. Raises :class:`ApiError`.
 
-        ``total``: seconds for the whole answer (then ``expired()``, or a timeout error).
+        ``total``: seconds for the whole answer, body included (then ``expired()``, or a timeout error);
+        ``cap``: the most body bytes a 200 answer may have (more is a ``too_large`` error, and the rest is
+        not read); an error answer's body is read up to its first 64 KiB only.
         """
         url = self._url(path)
         try:
-            async with asyncio.timeout(total):
-                resp = await self._http.request(method, path, **kwargs)
+            async with asyncio.timeout(total), self._http.stream(method, path, **kwargs) as resp:
+                limit = cap if resp.status_code == 200 else _MAX_ERROR_BODY
+                body = bytearray()
+                async for piece in resp.aiter_bytes():
+                    body += piece
+                    if len(body) > limit:
+                        if resp.status_code != 200:
+                            del body[limit:]
+                            break
+                        raise too_large(url, cap)
+                return resp.status_code, bytes(body)
         except TimeoutError:
             assert total is not None
             raise (expired() if expired else not_answered_in_time(url, total)) from None
         except httpx.HTTPError as exc:
             raise from_transport(exc, url) from None
-        if resp.status_code != 200:
-            raise from_status(resp.status_code, resp.content[:_MAX_ERROR_BODY], url)
-        return resp
 
-    async def _get_json(self, path: str) -> Any:
+    async def _request(
+        self, method: str, path: str, *, total: float | None, cap: int,
+        expired: Callable[[], ApiError] | None = None, **kwargs: Any,
+    ) -> bytes:
+        """:meth:`_fetch` of a request that must answer 200; its body. Raises :class:`ApiError`."""
+        status, body = await self._fetch(method, path, total=total, cap=cap, expired=expired, **kwargs)
+        if status != 200:
+            raise from_status(status, body, self._url(path))
+        return body
+
+    async def _get_json(self, path: str, cap: int) -> Any:
         url = self._url(path)
-        resp = await self._request("GET", path, total=self.health_timeout)
-        try:
-            return resp.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ApiError("protocol_error", f"{url} did not answer JSON", REMEDY_PROTOCOL, 200) from None
+        return _json(await self._request("GET", path, total=self.health_timeout, cap=cap), url)
 
     async def models(self) -> list[ModelInfo]:
         """``GET /v1/models``; raises :class:`ApiError`."""
-        body = await self._get_json("/v1/models")
+        body = await self._get_json("/v1/models", MAX_MODELS_BODY)
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise ApiError("protocol_error", "/v1/models has no 'data' list", REMEDY_PROTOCOL, 200)
@@ -278,7 +305,8 @@ class ApiClient:
 
     async def metrics_text(self) -> str:
         """``GET /metrics`` (Prometheus text); raises :class:`ApiError`."""
-        return (await self._request("GET", "/metrics", total=self.health_timeout)).text
+        body = await self._request("GET", "/metrics", total=self.health_timeout, cap=MAX_METRICS_BODY)
+        return body.decode("utf-8", "replace")
 
     # chat ---------------------------------------------------------------------------------------
 
@@ -294,19 +322,17 @@ class ApiClient:
         if (read := self._read_timeout_for(d)) is not None:
             extra["timeout"] = self._timeout(read)
         t0 = time.perf_counter()
-        resp = await self._request(
-            "POST", _CHAT_PATH, json=request.to_body(stream=False), total=total,
+        raw = await self._request(
+            "POST", _CHAT_PATH, json=request.to_body(stream=False), total=total, cap=MAX_COMPLETION_BODY,
             expired=None if total is None else functools.partial(no_answer_within, total), **extra)
         t1 = time.perf_counter()
-        try:
-            body = resp.json()
-            result = result_from_response(body, None)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ApiError("protocol_error", f"{url} did not answer JSON", REMEDY_PROTOCOL, 200) from None
-        except StreamProtocolError as exc:
-            raise ApiError("protocol_error", f"{url}: {exc}", REMEDY_PROTOCOL, 200) from None
+        body = _json(raw, url)
         if isinstance(body, dict) and ("error" in body or body.get("object") == "error"):
-            raise from_status(500, resp.content[:_MAX_ERROR_BODY], url)
+            raise from_status(500, raw[:_MAX_ERROR_BODY], url)
+        try:
+            result = result_from_response(body, None)
+        except (TypeError, ValueError, ArithmeticError, RecursionError) as exc:  # StreamProtocolError too
+            raise ApiError("protocol_error", f"{url}: {exc}", REMEDY_PROTOCOL, 200) from None
         completion = result.usage.completion_tokens if result.usage else None
         stats = StreamStats(t0, None, t1, completion, 1, 0.0, 0.0)
         return replace(result, stats=stats)
@@ -384,7 +410,7 @@ class ApiClient:
                     msg = f"{url} answered {ctype or 'no content type'}, not an event stream"
                     yield [acc.fail(msg, "protocol_error", REMEDY_PROTOCOL, status)]
                     return
-                decoder = SseDecoder()
+                decoder = SseDecoder(MAX_EVENT_BYTES)
                 drained = 0
                 t = acc.t_start
                 async for piece, t in pieces:
@@ -397,7 +423,10 @@ class ApiClient:
                     for sse in decoder.feed(piece):
                         batch += acc.feed(sse, t)
                     if batch:
-                        yield batch
+                        failed = isinstance(batch[-1], StreamError)
+                        yield batch  # (the consumer takes the list's events: look before)
+                        if failed:
+                            return  # nothing more to wait for: the connection is closed, not drained
                     if first is not None and acc.first_token_seen:
                         first()
                         first = None
@@ -413,9 +442,23 @@ class ApiClient:
         except ApiError as exc:
             if not acc.done:
                 yield [acc.fail(exc.message, exc.kind, exc.remedy, exc.status)]
+        except SseTooLarge as exc:
+            if not acc.done:
+                yield [acc.fail(str(exc), "too_large", REMEDY_TOO_LARGE)]
         except SseError as exc:
             if not acc.done:
                 yield [acc.fail(str(exc), "protocol_error", REMEDY_PROTOCOL)]
+
+
+def _json(body: bytes, url: str) -> Any:
+    """A JSON body, or a ``protocol_error`` (not JSON, not UTF-8, nested too deeply)."""
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ApiError("protocol_error", f"{url} did not answer JSON", REMEDY_PROTOCOL, 200) from None
+    except RecursionError:
+        raise ApiError("protocol_error", f"{url} answered JSON nested too deeply to read", REMEDY_PROTOCOL,
+                       200) from None
 
 
 def _deadline_watch(acc: ChunkAccumulator, deadlines: StreamDeadlines) -> rawstream.Watch:

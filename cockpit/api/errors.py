@@ -115,6 +115,16 @@ def not_answered_in_time(url: str, seconds: float) -> ApiError:
     )
 
 
+def too_large(url: str, cap: int) -> ApiError:
+    """A plain answer's body passed its cap (the rest was not read)."""
+    return ApiError("too_large", f"{url}: answer larger than {_size(cap)} (the rest was not read)",
+                    REMEDY_PROTOCOL)
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
+
+
 def _reset(exc: BaseException) -> bool:
     """True if ``exc`` was raised from a connection reset."""
     return _caused_by(exc, lambda e: isinstance(e, ConnectionResetError)
@@ -173,6 +183,6 @@ def _body_message(body: bytes) -> str:
         return ""
     try:
         payload: Any = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return text[:300]
     return error_message(payload)[0][:300]

@@ -12,11 +12,16 @@ import codecs
 from dataclasses import dataclass
 
 DONE = "[DONE]"
-MAX_EVENT_BYTES = 16 * 1024 * 1024
+MAX_EVENT_BYTES = 1024 * 1024
+"""The largest line or event the decoder keeps (characters); a larger one is an :class:`SseTooLarge`."""
 
 
 class SseError(ValueError):
     """The byte stream is not a valid event stream (bad UTF-8, an oversized line or event)."""
+
+
+class SseTooLarge(SseError):
+    """A line or an event larger than the decoder's ``max_event_bytes``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +131,7 @@ class SseDecoder:
                 start = end + 1
         self._buf = buf[start:]
         if len(self._buf) > self._max:
-            raise SseError(f"event stream line longer than {self._max} characters")
+            raise SseTooLarge(f"event stream line longer than {self._max} characters")
         return events
 
     def _line(self, line: str) -> list[SseEvent]:
@@ -142,7 +147,7 @@ class SseDecoder:
         if name == "data":
             self._data_size += len(value) + 1
             if self._data_size > self._max:
-                raise SseError(f"event stream event larger than {self._max} characters")
+                raise SseTooLarge(f"event stream event larger than {self._max} characters")
             self._data.append(value)
         elif name == "event":
             self._event = value

@@ -10,6 +10,11 @@ Exactly one terminal event ends every stream: :class:`Finished` or :class:`Strea
 
 :class:`StreamDeadlines` says how long an answer may go without a token (a content, reasoning or
 tool-call delta): SSE comments, keep-alives, role-only and empty chunks are not progress.
+
+Nothing the server sends can make the accumulator keep without bound or raise: an answer whose text
+(content, thinking and tool calls together) passes :data:`MAX_ANSWER_CHARS` ends in a ``too_large``
+error, and a chunk that is malformed in any way (bad JSON, nested too deeply, ``usage`` of the wrong
+types) in a ``protocol_error``; both keep what arrived before as the partial answer.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ _loads = json.JSONDecoder().decode  # json.loads without its per-call argument c
 
 ErrorKind = Literal[
     "unreachable", "not_ready", "engine_dead", "http_error", "protocol_error", "timeout", "server_error",
-    "first_token_timeout", "idle_timeout",
+    "first_token_timeout", "idle_timeout", "too_large",
 ]
+MAX_ANSWER_CHARS = 8 * 1024 * 1024
+"""The most text one answer may keep (content, thinking and tool-call arguments together, characters)."""
 DEADLINE_KINDS: frozenset[str] = frozenset({"first_token_timeout", "idle_timeout"})
 """The kinds of a stream given up on by a :class:`StreamDeadlines` (the engine may be hung)."""
 
@@ -76,8 +83,11 @@ class ToolCall:
     index: int = 0
 
     def arguments(self) -> dict[str, Any]:
-        """Parsed arguments; raises ``ValueError`` if the model produced invalid JSON."""
-        value = json.loads(self.arguments_json or "{}")
+        """Parsed arguments; raises ``ValueError`` if the model produced invalid (or too deep) JSON."""
+        try:
+            value = json.loads(self.arguments_json or "{}")
+        except RecursionError:
+            raise ValueError(f"tool call {self.name!r}: arguments nested too deeply") from None
         if not isinstance(value, dict):
             raise ValueError(f"tool call {self.name!r}: arguments are not a JSON object")
         return value
@@ -241,6 +251,16 @@ class StreamProtocolError(ValueError):
     """A chunk that is not what an OpenAI-compatible server sends."""
 
 
+class _TooLarge(Exception):
+    """The answer passed :data:`MAX_ANSWER_CHARS` (what fits was kept)."""
+
+
+REMEDY_TOO_LARGE = (
+    "The answer was cut at the cockpit's cap (the part that fits is kept): ask for less (--max-tokens), "
+    "or check that --api-url is vLLM's OpenAI server."
+)
+
+
 def error_message(payload: Any) -> tuple[str, int | None]:
     """Message and code of an OpenAI/vLLM error body: ``{"error": {...}}`` or ``{"object": "error"}``."""
     if isinstance(payload, dict):
@@ -275,6 +295,8 @@ class ChunkAccumulator:
         self._gaps_max = 0.0
         self.chunks = 0
         self.done = False
+        self.kept = 0  # characters of content, thinking and tool-call arguments kept so far
+        self.max_chars = MAX_ANSWER_CHARS
 
     # public -------------------------------------------------------------------------------------
 
@@ -292,6 +314,9 @@ class ChunkAccumulator:
         except json.JSONDecodeError as exc:
             self.done = True
             return [self._error(f"chunk is not JSON ({exc.msg}): {data[:120]!r}", "protocol_error", t)]
+        except RecursionError:
+            self.done = True
+            return [self._error(f"chunk nested too deeply to read: {data[:40]!r}…", "protocol_error", t)]
         if not isinstance(chunk, dict):
             self.done = True
             return [self._error(f"chunk is not a JSON object: {data[:120]!r}", "protocol_error", t)]
@@ -314,6 +339,12 @@ class ChunkAccumulator:
         except StreamProtocolError as exc:
             self.done = True
             out.append(self._error(str(exc), "protocol_error", t))
+        except (TypeError, ValueError, ArithmeticError, RecursionError) as exc:  # a shape no check foresaw
+            self.done = True
+            out.append(self._error(f"malformed chunk ({type(exc).__name__}: {exc})", "protocol_error", t))
+        except _TooLarge as exc:
+            self.done = True
+            out.append(self._error(str(exc), "too_large", t, remedy=REMEDY_TOO_LARGE))
         return out
 
     def end_of_body(self, t: float | None = None) -> list[ChatEvent]:
@@ -425,7 +456,7 @@ class ChunkAccumulator:
             if reason is not None:
                 self._finish = str(reason)
         usage = chunk.get("usage")
-        if isinstance(usage, dict):
+        if usage is not None:
             self._usage = _usage(usage)
             out.append(self._usage)
 
@@ -441,7 +472,7 @@ class ChunkAccumulator:
             self._t_token = t
             if self._t_first is None:
                 self._t_first = t
-            text = str(reasoning)
+            text = self._keep(str(reasoning), self._reasoning, out)
             self._reasoning.append(text)
             out.append(ReasoningDelta(text))
         content = delta.get("content")
@@ -449,7 +480,7 @@ class ChunkAccumulator:
             self._t_token = t
             if self._t_first is None:
                 self._t_first = t
-            text = str(content)
+            text = self._keep(str(content), self._content, out)
             self._content.append(text)
             out.append(ContentDelta(text))
         calls = delta.get("tool_calls")
@@ -458,6 +489,19 @@ class ChunkAccumulator:
                 raise StreamProtocolError("'tool_calls' is not a list")
             for call in calls:
                 out.append(self._tool_delta(call, t))
+
+    def _keep(self, text: str, into: list[str], out: list[ChatEvent]) -> str:
+        """``text`` if it fits under the answer's cap; else what fits is kept (and shown) and the answer
+        ends with :class:`_TooLarge`."""
+        self.kept += len(text)
+        if self.kept <= self.max_chars:
+            return text
+        fits = text[: max(len(text) - (self.kept - self.max_chars), 0)]
+        if fits:
+            into.append(fits)
+            out.append(ReasoningDelta(fits) if into is self._reasoning else ContentDelta(fits))
+        raise _TooLarge(f"answer longer than {self.max_chars} characters (content, thinking and tool "
+                        "calls together): the rest was not read")
 
     def _tool_delta(self, call: Any, t: float) -> ToolCallDelta:
         if not isinstance(call, dict):
@@ -474,6 +518,10 @@ class ChunkAccumulator:
         call_id = _opt_str(call.get("id"))
         name = _opt_str(fn.get("name"))
         args = fn.get("arguments") or ""
+        self.kept += len(str(args)) + len(name or "")
+        if self.kept > self.max_chars:
+            raise _TooLarge(f"answer longer than {self.max_chars} characters (content, thinking and tool "
+                            "calls together): the rest was not read")
         if call_id:
             acc.id = call_id
         if name:
@@ -488,17 +536,26 @@ def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _usage(raw: dict[str, Any]) -> Usage:
+def _count(raw: dict[str, Any], key: str) -> int | None:
+    """A token count of ``usage``: a non-negative integer or absent; anything else is a protocol error."""
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise StreamProtocolError(f"'usage.{key}' is not a token count: {value!r:.60}")
+    return value
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        raise StreamProtocolError(f"'usage' is not an object: {raw!r:.60}")
     details = raw.get("completion_tokens_details")
-    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    prompt = int(raw.get("prompt_tokens") or 0)
-    completion = int(raw.get("completion_tokens") or 0)
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=int(raw.get("total_tokens") or prompt + completion),
-        reasoning_tokens=int(reasoning) if isinstance(reasoning, int) else None,
-    )
+    reasoning = _count(details, "reasoning_tokens") if isinstance(details, dict) else None
+    prompt = _count(raw, "prompt_tokens") or 0
+    completion = _count(raw, "completion_tokens") or 0
+    total = _count(raw, "total_tokens")
+    return Usage(prompt_tokens=prompt, completion_tokens=completion,
+                 total_tokens=total if total else prompt + completion, reasoning_tokens=reasoning)
 
 
 def result_from_response(body: Any, stats: StreamStats | None = None) -> ChatResult:
@@ -527,7 +584,7 @@ def result_from_response(body: Any, stats: StreamStats | None = None) -> ChatRes
         reasoning=str(reasoning or ""),
         tool_calls=tuple(calls),
         finish_reason=_opt_str(choice.get("finish_reason")),
-        usage=_usage(usage) if isinstance(usage, dict) else None,
+        usage=None if usage is None else _usage(usage),
         stats=stats,
         model=_opt_str(body.get("model")),
         id=_opt_str(body.get("id")),
