@@ -11,8 +11,11 @@ store (none dropped) and the p99 key latency is < 100 ms. Then 1 000 000 lines a
 rank, default per-rank buffer 200 000 lines) and the resident memory (VmRSS) is read.
 
 With `--ssh-dir DIR` (a running `r37-cockpit sim up --dir DIR` demo cluster) it also measures the real
-path: on every host a stand-in container prints `--ssh-lines` lines as fast as it can, and the
-cockpit's follower (`docker logs -f -t` over one SSH channel per host) receives them; lines/s over all 4.
+path: the runtime image is loaded where it is missing (hf download + docker load, as setup would), on
+every host a stand-in container prints `--ssh-lines` lines as fast as it can, and the cockpit's
+follower (`docker logs -f -t` over one SSH channel per host) receives them; lines/s over all 4, next to
+a baseline measured in the same run (the same lines over a plain SSH channel per host). It FAILS when
+fewer lines than were printed arrived (zero lines = nothing measured).
 
     python bench/perf/logs.py [--rates 25000,50000,100000,150000] [--step-seconds 4] [--json]
                               [--ssh-dir DIR --ssh-lines 50000]
@@ -213,11 +216,35 @@ async def in_process(rates: list[int], step_seconds: float, million: int,
             "steps": steps, "max_passing_rate": max(passing) if passing else 0, "memory": memory}
 
 
-async def ssh_path(cluster_dir: Path, lines: int) -> dict[str, Any]:
-    """The real path: stand-in containers on the demo hosts print fast; followers over SSH receive."""
-    from cockpit.hosts import Fleet
+async def _ensure_image(fleet: Any, config: Any) -> list[str]:
+    """Load the runtime image where it is missing (recipe step 3: hf download, docker load); says where."""
+    from cockpit import constants as C
+    from cockpit.hosts import Result
     from cockpit.hosts.shell import command
-    from cockpit.telemetry.logs import follow
+
+    have = await fleet.run_all(command(["docker", "image", "inspect", config.runtime.image_tag]), timeout=60)
+    missing = [r for r, res in have.items() if not (isinstance(res, Result) and res.ok)]
+    if missing:
+        steps = [lambda h: command(["mkdir", "-p", config.recipe_dir(h.rank)]),
+                 lambda h: command(["hf", "download", C.RECIPE_REPO, C.RUNTIME_ARCHIVE, "--local-dir", "."],
+                                   cwd=config.recipe_dir(h.rank)),
+                 lambda h: command(["docker", "load", "-i", C.RUNTIME_ARCHIVE],
+                                   cwd=config.recipe_dir(h.rank))]
+        for step in steps:
+            done = await fleet.run_all(step, ranks=missing, timeout=600)
+            bad = {r: res for r, res in done.items() if not (isinstance(res, Result) and res.ok)}
+            if bad:
+                raise SystemExit(f"could not load the runtime image on ranks {sorted(bad)}: {bad}")
+    return [f"rank {r}: loaded {config.runtime.image_tag}" for r in missing]
+
+
+async def ssh_path(cluster_dir: Path, lines: int) -> dict[str, Any]:
+    """The real path: stand-in containers on the demo hosts flood their logs while the cockpit's followers
+    (one SSH channel per host) receive them; the baseline is the same lines over the same connections
+    without docker or the follower (`seq | sed` on a plain channel), measured in the same run."""
+    from cockpit.hosts import Fleet, Result
+    from cockpit.hosts.shell import command
+    from cockpit.telemetry.logs import FollowEvent, follow
 
     config = load_config(cluster_dir / "cluster.toml")
     name = f"r37-logbench-{int(time.time())}"
@@ -225,25 +252,49 @@ async def ssh_path(cluster_dir: Path, lines: int) -> dict[str, Any]:
     async with Fleet(config) as fleet:
         if not await fleet.wait_connected(20):
             raise SystemExit("the demo cluster's hosts did not all connect")
-        await fleet.run_all(command(["docker", "run", "-d", "--name", name, "--entrypoint", "sh",
-                                     config.runtime.image_tag, "-c", script]), timeout=60)
+        setup = await _ensure_image(fleet, config)
+        # baseline: the same bytes over one plain channel per host
+        base_counts: dict[int, int] = {}
+
+        async def plain(rank: int) -> None:
+            stream = fleet[rank].stream(command(["sh", "-c", script]))
+            base_counts[rank] = len([line async for line in stream])
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(plain(r) for r in config.ranks))
+        base_s = time.perf_counter() - t0
+        started = await fleet.run_all(command(["docker", "run", "-d", "--name", name, "--entrypoint", "sh",
+                                               config.runtime.image_tag, "-c", script]), timeout=60)
+        bad = {r: res for r, res in started.items() if not (isinstance(res, Result) and res.ok)}
+        if bad:
+            raise SystemExit(f"the flooding containers did not start on ranks {sorted(bad)}: {bad}")
         counts: dict[int, int] = {}
+        events: dict[int, list[str]] = {}
 
         async def one(rank: int) -> None:
             n = 0
             async for item in follow(fleet[rank], name, resume=False):
                 if isinstance(item, LogLine):
                     n += 1
+                elif isinstance(item, FollowEvent):
+                    events.setdefault(rank, []).append(f"{item.state}: {item.detail}")
             counts[rank] = n
 
         t0 = time.perf_counter()
         await asyncio.gather(*(one(r) for r in config.ranks))
         elapsed = time.perf_counter() - t0
-    total = sum(counts.values())
-    return {"mode": "real SSH path: docker logs -f -t of a finished stand-in container on each of 4 demo "
-                    "hosts (the sim's docker stand-in re-reads its json-file log), one channel per host",
-            "container": name, "lines": total, "seconds": round(elapsed, 2),
-            "lines_per_s": round(total / elapsed), "per_rank": counts}
+        await fleet.run_all(command(["docker", "rm", "-f", name]), timeout=60)  # the benchmark's own
+    total, base_total = sum(counts.values()), sum(base_counts.values())
+    expected = lines * len(config.ranks)
+    return {"mode": "real SSH path: docker logs -f -t of stand-in containers flooding on each of 4 demo "
+                    "hosts, one channel per host, through the cockpit's follower",
+            "container": name, "setup": setup, "lines": total, "expected": expected,
+            "seconds": round(elapsed, 2), "lines_per_s": round(total / elapsed) if elapsed else 0,
+            "per_rank": counts, "events": events,
+            "baseline": {"mode": "the same lines over a plain SSH channel per host (no docker, no follower)",
+                         "lines": base_total, "seconds": round(base_s, 2),
+                         "lines_per_s": round(base_total / base_s) if base_s else 0},
+            "passed": total == expected and base_total == expected}
 
 
 def main() -> int:
@@ -266,6 +317,8 @@ def main() -> int:
     result["targets"] = {"lines_per_s": RATE_TARGET, "key_ms": LATENCY_TARGET_MS, "rss_mb": RSS_TARGET_MB}
     mem = result["memory"]
     ok = result["max_passing_rate"] >= RATE_TARGET and mem["rss_mb"] <= RSS_TARGET_MB
+    if "ssh" in result:  # a benchmark that measured nothing (or lost lines) fails
+        ok = ok and result["ssh"]["passed"]
     result["passed"] = ok
     if a.json:
         print(json.dumps(result, indent=2))
@@ -285,7 +338,16 @@ def main() -> int:
               f"key max {mem['key_ms_after_max']} ms")
         if "ssh" in result:
             s = result["ssh"]
-            print(f"{s['mode']}: {s['lines']:,} lines in {s['seconds']} s = {s['lines_per_s']:,} lines/s")
+            b = s["baseline"]
+            for line in s["setup"]:
+                print(f"  setup: {line}")
+            print(f"{s['mode']}: {s['lines']:,} of {s['expected']:,} lines in {s['seconds']} s = "
+                  f"{s['lines_per_s']:,} lines/s (baseline, {b['mode']}: {b['lines']:,} lines in "
+                  f"{b['seconds']} s = {b['lines_per_s']:,} lines/s)")
+            if not s["passed"]:
+                nothing = " (nothing was measured)" if s["lines"] == 0 else ""
+                print(f"  FAIL: measured {s['lines']:,} lines, expected {s['expected']:,}{nothing}; "
+                      f"follower events {s['events']}")
         print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
