@@ -490,6 +490,8 @@ class EngineSection(Strict):
     # chat and smoke: seconds to the first token (prefill of a long prompt counts), then between tokens
     first_token_timeout_s: Seconds = 300.0
     idle_timeout_s: Seconds = 60.0
+    # chat and smoke: seconds one read may wait for any byte at all (never less than a deadline + 1 s)
+    read_timeout_s: Annotated[float, float_range(1, None, "seconds")] = 600.0
 
 
 class HostEntry(Strict):

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from cockpit.api.stream import ErrorKind, error_message
+from cockpit.api.stream import REMEDY_PROTOCOL, ErrorKind, error_message
 
 REMEDY_REFUSED = (
     "If the engine is starting, wait for 'Application startup complete.' in rank 0's log; "
@@ -21,7 +21,6 @@ REMEDY_NOT_READY = (
 )
 REMEDY_DEAD = "The engine died: read the last lines of rank 0's container log, stop all ranks, relaunch."
 REMEDY_TIMEOUT = "The engine did not answer in time: check /metrics for a hang and rank 0's log."
-REMEDY_PROTOCOL = "The server does not speak vLLM's OpenAI API as expected: check the --api-url."
 REMEDY_HUNG = (
     "The engine may be hung: `r37-cockpit status`; collect rank 0's last lines with "
     "`r37-cockpit logs --rank 0 -n 200`, stop head first (`r37-cockpit stop`), relaunch."

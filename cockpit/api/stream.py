@@ -255,6 +255,7 @@ class _TooLarge(Exception):
     """The answer passed :data:`MAX_ANSWER_CHARS` (what fits was kept)."""
 
 
+REMEDY_PROTOCOL = "The server does not speak vLLM's OpenAI API as expected: check the --api-url."
 REMEDY_TOO_LARGE = (
     "The answer was cut at the cockpit's cap (the part that fits is kept): ask for less (--max-tokens), "
     "or check that --api-url is vLLM's OpenAI server."
@@ -413,6 +414,8 @@ class ChunkAccumulator:
     def _error(
         self, message: str, kind: ErrorKind, t: float, *, remedy: str = "", status: int | None = None
     ) -> StreamError:
+        if not remedy and kind == "protocol_error":
+            remedy = REMEDY_PROTOCOL
         return StreamError(message, kind, remedy, status, self.result(t))
 
     def _note_chunk(self, t: float) -> None:

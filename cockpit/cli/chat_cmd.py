@@ -6,7 +6,12 @@ stderr (labelled, dimmed on a terminal), so ``chat … > answer.txt`` keeps only
 
 Neither waits forever: an answer with no first token within ``[engine] first_token_timeout_s`` (300 s), or
 no token for ``idle_timeout_s`` (60 s) mid-answer, is given up on (``--timeout S`` sets both), its request
-closed, and the error goes to stderr (and into ``--json``) with exit 1.
+closed, and the error goes to stderr (and into ``--json``) with exit 1. ``--read-timeout S`` (``[engine]
+read_timeout_s``, 600 s) bounds one read that gets no byte at all, where a deadline is off.
+
+What the model and the server say is shown neutralised (``cockpit.safetext``): terminal escapes in an
+answer, its thinking, a tool call or an error message reach the terminal as visible symbols, never as
+escapes; a stream that fails keeps and prints the part of the answer that arrived.
 """
 
 from __future__ import annotations
@@ -47,7 +52,9 @@ from cockpit.cli.common import (
     run_async_fast,
 )
 from cockpit.config import EngineSection
+from cockpit.errorcodes import code_for_api_kind
 from cockpit.hosts import Fleet
+from cockpit.safetext import neutralise_block, safe
 
 EXIT_STREAM_FAILED = EXIT_FAILURE
 EXIT_BAD_INPUT = EXIT_USAGE
@@ -77,6 +84,10 @@ def _add_endpoint_args(p: argparse.ArgumentParser, what: str) -> None:
                         f"({engine.first_token_timeout_s:g} and {engine.idle_timeout_s:g} s, 0 = none; "
                         "these defaults with --api-url). The SSH connection to rank 0 is awaited "
                         "ssh.connect_timeout + 2 s")
+    p.add_argument("--read-timeout", type=_positive_seconds, default=None, metavar="S",
+                   help="give up when one read gets no byte at all (not even a keep-alive) for S s; never "
+                        "less than the deadlines + 1 s, so it matters where one is 0. Default: cluster.toml "
+                        f"[engine] read_timeout_s ({engine.read_timeout_s:g} s)")
     add_json(p)
 
 
@@ -85,6 +96,11 @@ def deadlines_for(args: argparse.Namespace, engine: EngineSection) -> StreamDead
     if args.timeout is not None:
         return StreamDeadlines.both(args.timeout)
     return StreamDeadlines.from_seconds(engine.first_token_timeout_s, engine.idle_timeout_s)
+
+
+def read_timeout_for(args: argparse.Namespace, engine: EngineSection) -> float:
+    """``--read-timeout S``, else the config's ``[engine] read_timeout_s``."""
+    return args.read_timeout if args.read_timeout is not None else engine.read_timeout_s
 
 
 def _checked(check: Callable[[float], float], name: str) -> Callable[[str], float]:
@@ -145,8 +161,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 async def open_endpoint(args: argparse.Namespace) -> AsyncIterator[ApiEndpoint]:
     """The endpoint of ``--api-url``, or the tunnel through rank 0 (connecting only rank 0's host)."""
     if args.api_url:
-        async with ApiEndpoint(None, 0, api_url=args.api_url,
-                               deadlines=deadlines_for(args, EngineSection())) as endpoint:
+        engine = EngineSection()
+        async with ApiEndpoint(None, 0, api_url=args.api_url, read_timeout=read_timeout_for(args, engine),
+                               deadlines=deadlines_for(args, engine)) as endpoint:
             yield endpoint
         return
     _, config = load(args)
@@ -156,6 +173,7 @@ async def open_endpoint(args: argparse.Namespace) -> AsyncIterator[ApiEndpoint]:
         await rank0_fleet_connected(fleet, config.ssh.connect_timeout + 2)
         async with ApiEndpoint(fleet, config.cluster.api_port,
                                stream_interval=config.ui.stream_frame_ms / 1000,
+                               read_timeout=read_timeout_for(args, config.engine),
                                deadlines=deadlines_for(args, config.engine)) as endpoint:
             yield endpoint
     finally:
@@ -167,9 +185,9 @@ async def ready_status(endpoint: ApiEndpoint, wait: float) -> ApiStatus:
 
 
 def _say_not_ready(args: argparse.Namespace, status: ApiStatus) -> None:
-    print(f"r37-cockpit: API not ready ({status.state}): {status.message}", file=sys.stderr)
+    print(f"r37-cockpit: API not ready ({status.state}): {safe(status.message)}", file=sys.stderr)
     if status.remedy:
-        print(f"  remedy: {remedy(args, status.remedy)}", file=sys.stderr)
+        print(f"  remedy: {safe(remedy(args, status.remedy))}", file=sys.stderr)
 
 
 # --- chat ------------------------------------------------------------------------------------------
@@ -240,7 +258,7 @@ def format_tool_call(call: ToolCall) -> str:
         pretty = json.dumps(call.arguments(), indent=2, ensure_ascii=False)
     except ValueError:
         pretty = call.arguments_json
-    return f"tool call {call.name} (id {call.id}):\n{pretty}"
+    return neutralise_block(f"tool call {call.name} (id {call.id}):\n{pretty}")
 
 
 class _Printer:
@@ -256,12 +274,12 @@ class _Printer:
         if not self.in_reasoning:
             self.err.write(("\x1b[2m" if self.dim else "") + "thinking: ")
             self.in_reasoning = True
-        self.err.write(text)
+        self.err.write(neutralise_block(text))
         self.err.flush()
 
     def content(self, text: str) -> None:
         self._end_reasoning()
-        self.out.write(text)
+        self.out.write(neutralise_block(text))
         self.out.flush()
         self.wrote_content = True
 
@@ -307,7 +325,8 @@ async def chat_main(args: argparse.Namespace, session: ChatSession) -> int:
     if args.json:
         out = result_dict(result, stats, client.base_url)
         if error:
-            out["error"] = {"kind": error.kind, "message": error.message, "remedy": error.remedy}
+            out["error"] = {"kind": error.kind, "code": code_for_api_kind(error.kind),
+                            "message": error.message, "remedy": error.remedy}
         print_json(out)
     else:
         assert printer is not None
@@ -318,9 +337,9 @@ async def chat_main(args: argparse.Namespace, session: ChatSession) -> int:
         if line:
             print(line, file=sys.stderr)
     if error:  # on stderr with --json too (as "API not ready" is)
-        print(f"r37-cockpit: stream failed ({error.kind}): {error.message}", file=sys.stderr)
+        print(f"r37-cockpit: stream failed ({error.kind}): {safe(error.message)}", file=sys.stderr)
         if error.remedy:
-            print(f"  remedy: {error.remedy}", file=sys.stderr)
+            print(f"  remedy: {safe(error.remedy)}", file=sys.stderr)
     return EXIT_STREAM_FAILED if error else 0
 
 
@@ -334,7 +353,8 @@ def run_chat(args: argparse.Namespace) -> int:
 
 def step_dict(step: SmokeStep) -> dict[str, Any]:
     return {"name": step.name, "ok": step.ok, "detail": step.detail, "seconds": round(step.seconds, 4),
-            "remedy": step.remedy, "kind": step.kind or None}
+            "remedy": step.remedy, "kind": step.kind or None,
+            "code": code_for_api_kind(step.kind) if step.kind else None}
 
 
 def _stopped_by(steps: list[SmokeStep]) -> SmokeStep | None:
@@ -358,9 +378,9 @@ def _print_step(step: SmokeStep, as_json: bool) -> None:
     if as_json:
         return
     mark = "PASS" if step.ok else "FAIL"
-    print(f"{mark}  {step.name:<13} {step.seconds:7.3f} s  {step.detail}", flush=True)
+    print(f"{mark}  {step.name:<13} {step.seconds:7.3f} s  {safe(step.detail)}", flush=True)
     if not step.ok and step.remedy:
-        print(f"      remedy: {step.remedy}", flush=True)
+        print(f"      remedy: {safe(step.remedy)}", flush=True)
 
 
 def run_smoke_cmd(args: argparse.Namespace) -> int:
@@ -370,14 +390,14 @@ def run_smoke_cmd(args: argparse.Namespace) -> int:
     if args.json:
         out: dict[str, Any] = {"passed": passed, "steps": [step_dict(s) for s in steps]}
         if stopped is not None:
-            out["error"] = {"kind": stopped.kind, "message": f"{stopped.name}: {stopped.detail}",
-                            "remedy": stopped.remedy}
+            out["error"] = {"kind": stopped.kind, "code": code_for_api_kind(stopped.kind),
+                            "message": f"{stopped.name}: {stopped.detail}", "remedy": stopped.remedy}
         print_json(out)
     else:
         print("smoke test " + ("passed" if passed else "FAILED"), flush=True)
     if stopped is not None:
-        print(f"r37-cockpit: smoke test stopped ({stopped.kind}): {stopped.name}: {stopped.detail}",
+        print(f"r37-cockpit: smoke test stopped ({stopped.kind}): {stopped.name}: {safe(stopped.detail)}",
               file=sys.stderr)
         if stopped.remedy:
-            print(f"  remedy: {stopped.remedy}", file=sys.stderr)
+            print(f"  remedy: {safe(stopped.remedy)}", file=sys.stderr)
     return 0 if passed else 1

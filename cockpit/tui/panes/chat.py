@@ -54,10 +54,12 @@ from cockpit.api import (
 )
 from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
 from cockpit.api.endpoint import ApiEndpoint, EndpointDown, smoke_through
+from cockpit.api.errors import REMEDY_PROTOCOL
 from cockpit.api.smoke import all_passed
 from cockpit.api.status import ApiStatus
 from cockpit.api.stream import StreamDeadlines
 from cockpit.remedy import cockpit_remedy
+from cockpit.safetext import neutralise
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.widgets.chat_turns import AssistantTurn, Notice, SmokeTurn, ToolResultTurn, UserTurn
 
@@ -154,7 +156,7 @@ class ChatPane(Vertical):
         engine = ctx.config.engine
         self.deadlines = StreamDeadlines.from_seconds(engine.first_token_timeout_s, engine.idle_timeout_s)
         self.endpoint = ApiEndpoint(None if ctx.api_url else ctx.fleet, ctx.config.cluster.api_port,
-                                    api_url=ctx.api_url,
+                                    api_url=ctx.api_url, read_timeout=engine.read_timeout_s,
                                     stream_interval=ctx.config.ui.stream_frame_ms / 1000,
                                     deadlines=self.deadlines)
         self._turn: AssistantTurn | None = None
@@ -206,9 +208,9 @@ class ChatPane(Vertical):
         if s is None or s.ready:
             text.append(self.endpoint.describe(), style="dim")
         else:
-            text.append(s.message)
+            text.append(neutralise(s.message))  # may quote the server (an error body, a model name)
             if s.remedy:
-                text.append("\n  remedy: " + self._fix(s.remedy), style="dim")
+                text.append("\n  remedy: " + neutralise(self._fix(s.remedy)), style="dim")
         self.query_one("#chat-status", Static).update(text)
 
     def _settings_label(self) -> str:
@@ -427,6 +429,11 @@ class ChatPane(Vertical):
                     self.feed(event)
                     if not stream.buffered:  # the last event of this read: time to draw
                         self.frame()
+        except Exception as exc:  # a bug, not the server (the stream types those): never "streaming…" forever
+            if self._turn is turn:
+                partial = ChatResult(turn.content_text, turn.reasoning_text, (), None, None, turn.stats)
+                self.feed(StreamError(f"{type(exc).__name__}: {exc}", "protocol_error", REMEDY_PROTOCOL,
+                                      None, partial))
         except asyncio.CancelledError:
             stats = stream.stats if stream is not None else None
             turn.set_stats(stats)

@@ -1,7 +1,10 @@
 """Widgets of the chat transcript: user turns, assistant turns (thinking apart, collapsible), notices.
 
 Model text is never interpreted as console markup: it is rendered as ``rich.text.Text`` (plain) or
-``rich.markdown.Markdown`` (the operator's toggle). Streamed text is buffered by :class:`AssistantTurn`
+``rich.markdown.Markdown`` (the operator's toggle), and every text from the model or the server (answer,
+thinking, tool calls, error messages, smoke details) is neutralised first (``cockpit.safetext``), so
+terminal escapes in it show as visible symbols and ``[bold]…[/]`` as the characters it is.
+Streamed text is buffered by :class:`AssistantTurn`
 and rendered by :meth:`AssistantTurn.flush`, which the pane calls on a ~50 ms timer, so a burst of
 chunks costs one render per frame, not one per chunk. Until its first token, an answer shows how long it
 has waited (the pane ticks it once a second); a failed one shows its error and remedy in the turn.
@@ -20,13 +23,14 @@ from textual.containers import Vertical
 from textual.widgets import Collapsible, Static
 
 from cockpit.api import SmokeStep, StreamStats, ToolCall
+from cockpit.safetext import neutralise, neutralise_block
 
 
 def pretty_arguments(arguments_json: str) -> str:
     """Tool-call arguments pretty-printed; invalid JSON is shown as the model produced it."""
     try:
         return json.dumps(json.loads(arguments_json or "{}"), indent=2, ensure_ascii=False)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return arguments_json
 
 
@@ -68,7 +72,7 @@ class UserTurn(Static):
         if images:
             body.append(f"  [{images} image{'s' if images > 1 else ''}]", style="magenta")
         body.append("\n")
-        body.append(text)
+        body.append(neutralise_block(text))  # a loaded session's text is a file's
         super().__init__(body, markup=False, **kwargs)  # type: ignore[arg-type]
 
 
@@ -78,7 +82,8 @@ class ToolResultTurn(Static):
     DEFAULT_CSS = "ToolResultTurn { margin: 1 0 0 0; padding: 0 1; background: $boost; }"
 
     def __init__(self, name: str, call_id: str, content: str, **kwargs: object):
-        body = Text.assemble(("tool result", "bold magenta"), (f"  {name} ({call_id})\n", "dim"), content)
+        head = neutralise(f"  {name} ({call_id})") + "\n"
+        body = Text.assemble(("tool result", "bold magenta"), (head, "dim"), neutralise_block(content))
         super().__init__(body, markup=False, **kwargs)  # type: ignore[arg-type]
 
 
@@ -88,9 +93,9 @@ class Notice(Static):
     DEFAULT_CSS = "Notice { margin: 1 0 0 0; padding: 0 1; }"
 
     def __init__(self, text: str, style: str = "yellow", remedy: str = "", **kwargs: object):
-        body = Text(text, style=style)
+        body = Text(neutralise_block(text), style=style)  # may quote the server (an error message)
         if remedy:
-            body.append("\nremedy: " + remedy, style="dim")
+            body.append("\nremedy: " + neutralise_block(remedy), style="dim")
         super().__init__(body, markup=False, **kwargs)  # type: ignore[arg-type]
 
 
@@ -121,12 +126,12 @@ class SmokeTurn(Static):
         lines = [head]
         for s in self.steps:
             line = Text.assemble(("PASS " if s.ok else "FAIL ", "green" if s.ok else "bold red"),
-                                 f"{s.name:<13} ", (f"{s.seconds:7.3f} s  ", "dim"), s.detail)
+                                 f"{s.name:<13} ", (f"{s.seconds:7.3f} s  ", "dim"), neutralise(s.detail))
             lines.append(line)
             if not s.ok and s.remedy:
-                lines.append(Text("      remedy: " + s.remedy, style="dim"))
+                lines.append(Text("      remedy: " + neutralise(s.remedy), style="dim"))
         if error:
-            lines.append(Text(error, style="red"))
+            lines.append(Text(neutralise(error), style="red"))
         self.update(Text("\n").join(lines))
 
 
@@ -249,8 +254,8 @@ class AssistantTurn(Vertical):
         thinking = self.query_one(Collapsible)
         thinking.display = bool(reasoning)
         thinking.title = f"thinking · {len(reasoning)} chars" + (" (streaming)" if self.streaming else "")
-        self.query_one(".reasoning", Static).update(Text(reasoning))
-        content = self.content_text
+        self.query_one(".reasoning", Static).update(Text(neutralise_block(reasoning)))
+        content = neutralise_block(self.content_text)
         body: RenderableType = Markdown(content) if self.markdown and content else Text(content)
         self.query_one(".content", Static).update(body)
         self.query_one(".tool-calls", Static).update(self._tool_text())
@@ -260,9 +265,9 @@ class AssistantTurn(Vertical):
         error.display = self.error is not None
         if self.error is not None:
             message, remedy = self.error
-            text = Text(message)
+            text = Text(neutralise_block(message))
             if remedy:
-                text.append("\nremedy: " + remedy, style="dim")
+                text.append("\nremedy: " + neutralise_block(remedy), style="dim")
             error.update(text)
 
     def _tool_text(self) -> Text:
@@ -275,9 +280,9 @@ class AssistantTurn(Vertical):
             if out:
                 out.append("\n")
             out.append("tool call ", style="bold")
-            out.append(name, style="bold yellow")
+            out.append(neutralise(name), style="bold yellow")
             if call_id:
-                out.append(f"  id {call_id}", style="dim")
+                out.append(f"  id {neutralise(call_id)}", style="dim")
             out.append("\n")
-            out.append(pretty_arguments(args) if not self.streaming else args)
+            out.append(neutralise_block(pretty_arguments(args) if not self.streaming else args))
         return out
