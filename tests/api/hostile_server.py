@@ -9,8 +9,8 @@ otherwise:
   /garbage        stream: a token, then a line that is no SSE field and a ``data:`` line that is not JSON
   /nodone         stream: a token and a finish chunk, then the body ends without ``data: [DONE]``
   /hugeevent      stream: a token, then one event that never ends (4 MiB and counting)
-  /endless        stream: 8 KiB tokens as fast as the client reads, forever; /health, /v1/models and a
-                  non-streamed answer: a body without end
+  /endless        /health, /v1/models and a non-streamed answer: a body without end
+  /flood          stream: 8 KiB tokens as fast as the client reads, forever
   /trickle        every answer one byte a second
   /comments/<ms>  stream: only SSE comments, one every <ms>
   /keepalive/<ms> stream: a token, then only SSE comments, one every <ms>
@@ -203,7 +203,7 @@ def build_app(state: HostileState) -> web.Application:
                 for _ in range(64):
                     await resp.write(b"x" * 65536)
                     state.count(mode, 65536)
-            elif mode == "endless":
+            elif mode == "flood":
                 await resp.write(START)
                 await endless(request, resp, mode, _chunk({"content": "y" * 8192}))
             elif mode == "trickle":

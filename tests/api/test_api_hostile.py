@@ -95,14 +95,14 @@ async def test_a_huge_single_event_is_cut_at_its_cap(hostile: HostileState, path
 
 @pytest.mark.parametrize("path", PATHS)
 async def test_an_endless_answer_keeps_at_most_its_cap(hostile: HostileState, path: str) -> None:
-    before = hostile.sent.get("endless", 0)
-    events = await events_of(hostile.base + "/endless", path, stream_interval=0)
+    before = hostile.sent.get("flood", 0)
+    events = await events_of(hostile.base + "/flood", path, stream_interval=0)
     err = failed(events, "too_large")
     text = kept(err)
     assert text.startswith(PARTIAL) and len(text) == MAX_ANSWER_CHARS  # cut exactly at the cap, kept
     shown = sum(len(e.text) for e in events if isinstance(e, ContentDelta))
     assert shown == MAX_ANSWER_CHARS  # what was shown is what was kept
-    assert hostile.sent["endless"] - before > MAX_ANSWER_CHARS  # the server sent more: it was cut
+    assert hostile.sent["flood"] - before > MAX_ANSWER_CHARS  # the server sent more: it was cut
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -294,3 +294,106 @@ def test_timeout_help_names_the_deadlines(capsys) -> None:
         text = " ".join(capsys.readouterr().out.split())
         assert "no first token came within S s" in text and "first_token_timeout_s" in text
         assert "ssh.connect_timeout + 2 s" in text
+
+
+# --- a hostile server (tests/api/hostile_server.py): bounded, typed, inert ----------------------------
+
+sys.path.insert(0, str(REPO / "tests" / "api"))
+from hostile_server import ERROR_ESCAPES, PARTIAL, HostileState, hostile_server  # noqa: E402
+
+from cockpit.api.stream import MAX_ANSWER_CHARS  # noqa: E402
+from cockpit.cli.chat_cmd import open_endpoint  # noqa: E402
+from cockpit.cli.common import run_async  # noqa: E402
+
+CONTROLS = "\x1b\x07\x9b"
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HostileState]:
+    with hostile_server() as state:
+        yield state
+
+
+def test_chat_prints_escapes_inert(hostile: HostileState, capsys) -> None:
+    rc = main(["chat", "hi", "--api-url", hostile.base + "/escapes"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert not any(c in out for c in CONTROLS) and not any(c in err for c in CONTROLS)
+    assert "line one copy ␛]52;c;" in out and "\nline two" in out  # visible, line breaks kept
+    assert "[bold red]not bold[/]" in out and "tool call get_␛[2Jweather" in out
+    assert "thinking: thinking copy ␛]52" in err
+
+
+def test_chat_json_keeps_the_model_text_as_it_came(hostile: HostileState, capsys) -> None:
+    rc = main(["chat", "hi", "--api-url", hostile.base + "/escapes", "--json"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "\x1b" not in out  # json escapes it …
+    assert "\x1b]52;c;" in json.loads(out)["text"]  # … and keeps it
+
+
+@pytest.mark.parametrize("mode", ["badusage/string", "badusage/types", "nested", "garbage"])
+def test_chat_malformed_answer_prints_the_partial_and_the_error(hostile: HostileState, mode: str,
+                                                                capsys) -> None:
+    rc = main(["chat", "hi", "--no-thinking", "--api-url", f"{hostile.base}/{mode}"])
+    out, err = capsys.readouterr()
+    assert rc == 1, err
+    assert out == PARTIAL + "\n"
+    assert "r37-cockpit: stream failed (protocol_error): " in err and "remedy: " in err
+    rc = main(["chat", "hi", "--api-url", f"{hostile.base}/{mode}", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1 and data["text"] == PARTIAL
+    assert data["error"]["kind"] == "protocol_error" and data["error"]["code"] == "api-protocol-error"
+
+
+def test_chat_http_error_body_escapes_are_inert(hostile: HostileState, capsys) -> None:
+    rc = main(["chat", "hi", "--api-url", hostile.base + "/status/500"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and "\x1b" not in out + err
+    assert "API not ready (http_error)" in err and "engine says ␛]52;c;" in err
+    assert ERROR_ESCAPES.split()[0] == "engine"
+
+
+def test_chat_comments_do_not_hold_it(hostile: HostileState, capsys) -> None:
+    """SSE comments every 200 ms, end to end: the deadline still ends the chat (comments are no token)."""
+    rc = main(["chat", "hi", "--api-url", hostile.base + "/comments/200", "--timeout", "1"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and out == ""
+    assert "stream failed (first_token_timeout): no first token within 1 s" in err
+    rc = main(["chat", "hi", "--api-url", hostile.base + "/keepalive/200", "--timeout", "1"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and out == PARTIAL + "\n"
+    assert "stream failed (idle_timeout): no token for 1 s mid-answer" in err
+
+
+def test_chat_endless_answer_is_cut_at_the_cap(hostile: HostileState, capsys) -> None:
+    rc = main(["chat", "hi", "--api-url", hostile.base + "/flood", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1 and data["error"]["code"] == "api-too-large"
+    assert len(data["text"]) == MAX_ANSWER_CHARS and data["text"].startswith(PARTIAL)
+
+
+@pytest.mark.parametrize(("mode", "said"), [
+    ("endless", "FAIL  health"), ("trickle", "FAIL  health"), ("nested", "FAIL  models"),
+    ("escmodels", "FAIL  models")])
+def test_smoke_ends_on_a_hostile_server(hostile: HostileState, mode: str, said: str, capsys) -> None:
+    rc = main(["smoke", "--api-url", f"{hostile.base}/{mode}", "--timeout", "2"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and said in out and "smoke test FAILED" in out
+    assert not any(c in out + err for c in CONTROLS)
+    if mode == "escmodels":
+        assert "served: evil␛]0;title␇␛[2J" in out
+
+
+def test_read_timeout_reaches_the_endpoint(capsys) -> None:
+    async def read_timeout(argv: list[str]) -> float:
+        from cockpit.cli import build_parser
+        args = build_parser().parse_args(argv)
+        async with open_endpoint(args) as endpoint:
+            return endpoint.read_timeout
+
+    assert run_async(read_timeout(["chat", "hi", "--api-url", "http://127.0.0.1:9"])) == 600.0
+    assert run_async(read_timeout(["smoke", "--read-timeout", "42", "--api-url", "http://127.0.0.1:9"])) == 42
+    for value in ("0", "-1", "soon"):
+        with pytest.raises(SystemExit) as info:
+            main(["chat", "hi", "--read-timeout", value, "--api-url", "http://127.0.0.1:9"])
+        assert info.value.code == 2 and "--read-timeout" in capsys.readouterr().err
