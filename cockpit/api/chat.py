@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 import re
-import tempfile
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -411,14 +411,20 @@ class ChatSession:
         }
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-        """Write the session as JSON atomically; refuses an existing file unless ``overwrite``."""
+        """Write the session as JSON atomically; refuses an existing file unless ``overwrite``.
+
+        The file gets the mode a new file gets (0666 less the umask), as any editor's would.
+        """
         p = Path(path).expanduser()
         if p.exists() and not overwrite:
             raise FileInputError(p, "file exists (pass overwrite=True to replace it)")
         if not p.parent.is_dir():
             raise FileInputError(p, f"directory {p.parent} does not exist")
         data = json.dumps(self.to_json(), ensure_ascii=False, indent=1).encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        try:
+            fd, tmp = _create_beside(p)
+        except OSError as exc:
+            raise FileInputError(p, f"cannot write: {exc.strerror or exc}") from None
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -485,6 +491,18 @@ class ChatSession:
             raise ChatInputError(f"{len(messages)} messages, more than the limit of {MAX_HISTORY_MESSAGES}")
         session.messages = list(messages)
         return session
+
+
+def _create_beside(path: Path) -> tuple[int, str]:
+    """A new, exclusively created temporary file next to ``path`` (mode 0666 less the umask: the kernel
+    applies it, unlike ``mkstemp``'s fixed 0600); its descriptor and name."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name next to {path}")
 
 
 def _check_message(msg: Any, i: int) -> None:

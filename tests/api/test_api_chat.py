@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -264,6 +265,26 @@ def test_session_save_load_round_trip(tmp_path: Path) -> None:
     s.save(path, overwrite=True)
     assert len(ChatSession.load(path).messages) == 3
     assert [p.name for p in tmp_path.iterdir()] == ["chat.json"]  # no temp files left behind
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_session_save_respects_the_umask(tmp_path: Path, umask: int) -> None:
+    """A saved session gets 0666 less the umask (as any new file), new or replaced; never overwritten."""
+    s = ChatSession()
+    s.add_user("hi")
+    old = os.umask(umask)
+    try:
+        path = s.save(tmp_path / "chat.json")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+        s.save(path, overwrite=True)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+        path.write_text("theirs")
+        with pytest.raises(FileInputError, match="file exists"):
+            s.save(path)
+        assert path.read_text() == "theirs"
+    finally:
+        os.umask(old)
+    assert [p.name for p in tmp_path.iterdir()] == ["chat.json"]
 
 
 def test_save_into_missing_directory(tmp_path: Path) -> None:
