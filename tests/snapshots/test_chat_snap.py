@@ -143,3 +143,25 @@ def test_first_token_deadline_missed(snap_compare, fixed_config) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_escapes_and_markup_in_an_answer_are_inert(snap_compare, fixed_config) -> None:
+    """An answer (and its thinking and error) holding OSC 52, title, clear-screen, cursor-move and
+    hyperlink escapes and markup-like text: all shown as visible symbols and literal text."""
+    app = CockpitApp(fixed_config, connect=False)
+    hostile = ("copy \x1b]52;c;cm0gLXJmIH4=\x07 title \x1b]0;pwned\x07 clear \x1b[2J\x1b[H moved \x1b[10;10H "
+               "link \x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\")
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        pane = await _open_chat(app, pilot, READY)
+        ask(pane, "Say something nasty.")
+        pane.feed(RoleStarted())
+        pane.feed(ReasoningDelta("thinking " + hostile))
+        pane.feed(ContentDelta("line one " + hostile + "\nmarkup [bold red]not bold[/] [link=http://x]x[/link]"))
+        stats = StreamStats(0.0, 0.2, 1.0, None, 3, 0.1, 0.1)
+        partial = ChatResult("", "", (), None, None, stats)
+        pane.feed(StreamError("HTTP 500: engine says \x1b]0;owned\x07\x1b[2J [red]no[/]", "http_error",
+                              "", 500, partial))
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
