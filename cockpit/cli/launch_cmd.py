@@ -37,6 +37,7 @@ from cockpit.recipe.phases import PHASES, Phase
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import execute_replace
 from cockpit.recipe.stop import execute_stop, plan_stop
+from cockpit.safetext import safe
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -105,6 +106,16 @@ def _say(args: argparse.Namespace, text: str, data: dict[str, Any]) -> None:
         print_json_line(data)
     else:
         print(remedy(args, text), flush=True)
+
+
+def ledger_notices(args: argparse.Namespace, ledger: Ledger) -> None:
+    """Tell the operator what the launch ledger had to do (a corrupt file kept aside): stderr, or a JSON
+    line under --json."""
+    for n in ledger.pop_warnings():
+        if getattr(args, "json", False):
+            print_json_line({"event": "Warning", "code": n.code, "message": n.message})
+        else:
+            print(f"warning: {safe(n.message)}", file=sys.stderr)
 
 
 def _lock_code(exc: LockError) -> str:
@@ -214,8 +225,12 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
     gate = await L.launch_gate(fleet, cfg, preflight_failures=fails,
                                override_preflight=args.override_preflight,
                                replace_stopped=args.replace_stopped, ledger=ledger)
+    ledger_notices(args, ledger)
     for f in fails:
-        _say(args, f"preflight FAIL: {f}", {"event": "PreflightFail", "detail": f, "preflight": which})
+        unknown = L.UNKNOWN_MARK in f
+        _say(args, f"preflight {'problem' if unknown else 'FAIL'}: {f}",
+             {"event": "PreflightFail", "detail": f, "preflight": which,
+              "code": "preflight-unknown" if unknown else "preflight-failed"})
     if not fails:
         _say(args, f"preflight: pass ({which})", {"event": "PreflightPass", "preflight": which})
     elif args.override_preflight:
@@ -276,23 +291,29 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
 
 def run_status(args: argparse.Namespace) -> int:
     _, cfg = load(args)
-    report = run_async(_status(cfg, args.watch_engine))
+    ledger = Ledger(cfg)
+    report = run_async(_status(cfg, args.watch_engine, ledger))
+    notices = ledger.pop_warnings()
     if args.json:
         data = report.to_dict()
+        data["warnings"] = [{"code": n.code, "message": n.message} for n in notices]
         data["verdict"]["remedy"] = remedy(args, data["verdict"]["remedy"])
         for r in data["ranks"]:
             if r["failure"]:
                 r["failure"]["remedy"] = remedy(args, r["failure"]["remedy"])
         print_json(data)
     else:
+        for n in notices:
+            print(f"warning: {safe(n.message)}", file=sys.stderr)
         print(remedy(args, status_text(report, cfg)))
     return EXIT_OK if report.ok else EXIT_FAILURE
 
 
-async def _status(cfg: ClusterConfig, watch_engine: float = 0.0) -> L.StatusReport:
+async def _status(cfg: ClusterConfig, watch_engine: float = 0.0,
+                  ledger: Ledger | None = None) -> L.StatusReport:
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
-        return await L.cluster_status(fleet, cfg, watch_engine=watch_engine)
+        return await L.cluster_status(fleet, cfg, ledger, watch_engine=watch_engine)
 
 
 def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
@@ -335,6 +356,7 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig) -> int:
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
         plan = await plan_stop(fleet, cfg, ledger)
+        ledger_notices(args, ledger)
         todo = [i for i in plan if i.action == "stop"]
         lost = [i for i in plan if i.action == "unreachable"]
         if args.json and ((not todo and not lost) or not args.yes):

@@ -6,7 +6,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from cockpit.cli.common import CliError, load
+from cockpit.cli.common import EXIT_REFUSED, CliError, load
 from cockpit.config import load_config
 
 
@@ -36,6 +36,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"starting the simulated cluster in {directory} …", flush=True)
         try:
             toml = cluster.demo_up(directory, **({"speed": args.speed} if args.speed else {}))
+        except cluster.DirInUse as exc:
+            raise CliError(str(exc), EXIT_REFUSED, "file-exists") from None
         except cluster.SimError as exc:
             raise CliError(str(exc)) from None
         try:

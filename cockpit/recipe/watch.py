@@ -78,6 +78,7 @@ class ClusterWatcher:
     def start(self) -> None:
         if self._tasks:
             return
+        self.ledger.records()  # read once now: a corrupt ledger is kept aside and noted before any launch
         self._tasks = [asyncio.create_task(self._watch_rank(r), name=f"watch-{r}") for r in self.cfg.ranks]
         self._tasks.append(asyncio.create_task(self._tick_loop(), name="watch-tick"))
         if self.probe_api:

@@ -17,6 +17,7 @@ from textual.widgets import Footer, TabbedContent, TabPane
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostStatus
 from cockpit.recipe.timeline import ApiChanged
+from cockpit.safetext import safe
 from cockpit.tui import uistate
 from cockpit.tui.confirm import ConfirmQuit
 from cockpit.tui.context import CockpitContext
@@ -151,6 +152,8 @@ class CockpitApp(App[None]):
     def _tick(self) -> None:
         if not self.is_running:
             return
+        for notice in self.ctx.watcher.ledger.pop_warnings():   # a corrupt launch ledger kept aside, …
+            self.notify(safe(notice.message), title=notice.code, severity="warning", timeout=30)
         pane = self.query_one(HostsPane)
         for status in pane.statuses:
             if not status.connected:

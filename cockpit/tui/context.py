@@ -28,8 +28,13 @@ class PreflightSummary:
         return tuple((r.check, r.rank) for r in self.results if r.verdict is Verdict.FAIL)
 
     @property
+    def unknown(self) -> tuple[tuple[str, int], ...]:
+        return tuple((r.check, r.rank) for r in self.results if r.verdict is Verdict.UNKNOWN)
+
+    @property
     def ok(self) -> bool:
-        return not self.running and bool(self.results) and not self.failed
+        """Finished with nothing failed and nothing unknown (unknown is never a pass)."""
+        return not self.running and bool(self.results) and not self.failed and not self.unknown
 
 
 @dataclass

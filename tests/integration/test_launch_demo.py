@@ -82,7 +82,7 @@ async def test_full_launch_all_phases_refused_relaunch_and_head_first_stop(fresh
     progress = [e["done"] for e in events if e["event"] == "ProgressChanged" and e["rank"] == 0]
     assert progress[-1] == 48 and progress == sorted(progress)
     assert events[-1] == {"event": "Result", "ok": True, "state": "ready", "summary": events[-1]["summary"],
-                          "remedy": ""}
+                          "remedy": "", "code": None}
 
     status = cli(fresh_demo_cluster, "status", "--json")
     assert status.returncode == 0, status.stdout + status.stderr

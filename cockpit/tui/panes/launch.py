@@ -26,7 +26,6 @@ from textual.widgets import Log, Static
 from textual.worker import Worker, WorkerState
 
 from cockpit.recipe import launch as L
-from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.lock import ClusterLock, LockError
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import ReplaceItem, execute_replace
@@ -253,7 +252,7 @@ class LaunchPane(Vertical, can_focus=True):
         """The launch gate (the CLI's function), with this cockpit's preflight: re-run when stale."""
         failures = await self._preflight_failures(rerun=fresh_preflight)
         return await L.launch_gate(self.ctx.fleet, self.cfg, preflight_failures=failures,
-                                   replace_stopped=replace, ledger=Ledger(self.cfg))
+                                   replace_stopped=replace, ledger=self.ctx.watcher.ledger)
 
     async def _preflight_failures(self, *, rerun: bool) -> list[str]:
         summary = self.ctx.preflight
@@ -323,7 +322,7 @@ class LaunchPane(Vertical, can_focus=True):
     @work(exclusive=True, group="launch", exit_on_error=False)
     async def _launch_worker(self, overridden: bool, replace: list[ReplaceItem]) -> None:
         why = " (preflight overridden by the operator)" if overridden else ""
-        ledger = Ledger(self.cfg)
+        ledger = self.ctx.watcher.ledger
         try:
             async with ClusterLock(self.ctx.fleet, self.cfg, "launch") as lock:
                 if lock.warning:
@@ -349,7 +348,7 @@ class LaunchPane(Vertical, can_focus=True):
 
     @work(exclusive=True, group="launch-stop", exit_on_error=False)
     async def _plan_stop_worker(self) -> None:
-        plan = await plan_stop(self.ctx.fleet, self.cfg, Ledger(self.cfg))
+        plan = await plan_stop(self.ctx.fleet, self.cfg, self.ctx.watcher.ledger)
         self.post_message(StopPlanned(plan))
 
     def on_stop_planned(self, message: StopPlanned) -> None:
@@ -381,7 +380,7 @@ class LaunchPane(Vertical, can_focus=True):
     async def _stop_worker(self, plan: list[StopItem]) -> None:
         try:
             async with ClusterLock(self.ctx.fleet, self.cfg, "stop"):
-                outcomes = await execute_stop(self.ctx.fleet, plan, Ledger(self.cfg))
+                outcomes = await execute_stop(self.ctx.fleet, plan, self.ctx.watcher.ledger)
         except LockError as exc:
             self.note(f"stop {exc}", "bold red")
             return
