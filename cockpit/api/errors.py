@@ -15,6 +15,10 @@ REMEDY_REFUSED = (
     "If the engine is starting, wait for 'Application startup complete.' in rank 0's log; "
     "otherwise check the SSH tunnel to rank 0 (or the --api-url)."
 )
+REMEDY_DROPPED = (
+    "The connection broke mid-answer (the part that arrived is kept): the engine may have died or the SSH "
+    "tunnel dropped; `r37-cockpit status`, and rank 0's last lines: `r37-cockpit logs --rank 0 -n 200`."
+)
 REMEDY_NOT_READY = (
     "The tunnel is up but nothing answers on rank 0's API port yet: the engine is still booting "
     "(or the container is down; check `docker ps` on rank 0)."
@@ -89,7 +93,7 @@ def closed_without_response(url: str) -> ApiError:
 
 def dropped(url: str, detail: object) -> ApiError:
     """The connection broke in the middle of a response."""
-    return ApiError("unreachable", f"connection to {url} dropped: {detail}", REMEDY_REFUSED)
+    return ApiError("unreachable", f"connection to {url} dropped: {detail}", REMEDY_DROPPED)
 
 
 def no_first_token(seconds: float) -> ApiError:
