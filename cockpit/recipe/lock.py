@@ -201,7 +201,7 @@ def _seconds(text: str) -> float | None:
         return float(word)
     except ValueError:
         head = word.split(".", 1)[0]  # a `date` without %N prints `1796117380.N`
-        return float(head) if head.isdigit() else None
+        return float(head) if head.isascii() and head.isdigit() else None
 
 
 def _stats(sec: Section | None) -> dict[str, tuple[int, float]]:

@@ -10,6 +10,9 @@ memory line that came before it, so the operator is shown the real cause.
 from __future__ import annotations
 
 import re
+import re._constants as _sre
+import re._parser as _sre_parser
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
@@ -192,12 +195,70 @@ def last_segment(line: str) -> str:
     return parts[-1] if parts else ""
 
 
+def required_literals(pattern: re.Pattern[str], shortest: int = 3) -> tuple[str, ...] | None:
+    """Literal texts of which every match of `pattern` contains one (one per top-level alternative),
+    or None when that cannot be said (an alternative without a literal run). For a case-insensitive
+    pattern the literals hold in any case.
+
+    A prefilter: nearly every log line matches no rule, and `text in line` costs a fraction of a
+    regex search, so a rule's regex runs only on lines holding one of its literals.
+    """
+    items = list(_sre_parser.parse(pattern.pattern, pattern.flags & ~re.IGNORECASE))
+    branches = ([list(b) for b in items[0][1][1]] if len(items) == 1 and items[0][0] is _sre.BRANCH
+                else [items])
+    out = []
+    for branch in branches:
+        best = cur = ""
+        for op, arg in branch:
+            if op is _sre.LITERAL:
+                cur += chr(arg)
+            else:
+                best, cur = max(best, cur, key=len), ""
+        best = max(best, cur, key=len)
+        if len(best) < shortest:
+            return None
+        out.append(best)
+    return tuple(out)
+
+
+class Prefilter:
+    """Which of several rules may match a text: one C-level search for all their literals at once (the
+    case-insensitive ones looked for in the lowered text); only on a text that holds one of them (rare in
+    a log) is each rule's own literal list looked at."""
+
+    def __init__(self, patterns: Sequence[re.Pattern[str]],
+                 literals: Sequence[tuple[str, ...] | None] | None = None):
+        lits = list(literals) if literals is not None else [required_literals(p) for p in patterns]
+        self._rules = [(lits_i, bool(p.flags & re.IGNORECASE))
+                       for p, lits_i in zip(patterns, lits, strict=True)]
+        self.always = tuple(i for i, lits_i in enumerate(lits) if lits_i is None)
+        self._cs = self._combined([lt for lits_i, ci in self._rules if lits_i and not ci for lt in lits_i], 0)
+        self._ci = tuple({lt.lower() for lits_i, ci in self._rules if lits_i and ci for lt in lits_i})
+
+    @staticmethod
+    def _combined(literals: list[str], flags: int) -> re.Pattern[str] | None:
+        ordered = sorted(set(literals), key=len, reverse=True)
+        return re.compile("|".join(map(re.escape, ordered)), flags) if ordered else None
+
+    def candidates(self, text: str) -> tuple[int, ...]:
+        low = text.lower() if self._ci else text
+        if ((self._cs is None or self._cs.search(text) is None)
+                and not any(lt in low for lt in self._ci)):
+            return self.always
+        return tuple(i for i, (lits, ci) in enumerate(self._rules)
+                     if lits is None or any((lt.lower() in low) if ci else (lt in text) for lt in lits))
+
+
+_PHASE_FILTER = Prefilter([r.pattern for r in PHASE_RULES])
+
+
 def match_phase(line: str, rank: int) -> Phase | None:
     """The phase this line announces for this rank (the latest one if several rules match)."""
-    role = role_of(rank)
     text = last_segment(line)
+    role = role_of(rank)
     best: Phase | None = None
-    for rule in PHASE_RULES:
+    for i in _PHASE_FILTER.candidates(text):
+        rule = PHASE_RULES[i]
         if rule.role not in ("any", role):
             continue
         if rule.pattern.search(text) and (best is None or PHASE_INDEX[rule.phase] > PHASE_INDEX[best]):
@@ -251,13 +312,20 @@ def in_traceback(line: str) -> bool:
                                "The above exception was the direct cause")))
 
 
+# _EXC_RULE runs on the message without its prefix, and every match of it holds one of these
+_FAILURE_FILTER = Prefilter([r.pattern for r in FAILURE_RULES],
+                            [("Error: ", "Exception: ") if r is _EXC_RULE else required_literals(r.pattern)
+                             for r in FAILURE_RULES])
+
+
 def match_failure(line: str) -> FailureRule | None:
     """The most specific failure signature in this line, if any (None for benign lines)."""
-    if is_benign(line):
+    candidates = [FAILURE_RULES[i] for i in _FAILURE_FILTER.candidates(line)]
+    if not candidates or is_benign(line):
         return None
     best: FailureRule | None = None
     stripped = strip_prefix(line.strip())
-    for rule in FAILURE_RULES:
+    for rule in candidates:
         target = stripped if rule is _EXC_RULE else line
         if rule.pattern.search(target) and (best is None or rule.priority > best.priority):
             best = rule

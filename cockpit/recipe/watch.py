@@ -204,14 +204,22 @@ class ClusterWatcher:
         if rank not in self._tail_read:
             async for item in logs.follow(host, state.id, follow=False, tail=tail, resume=False, point=point):
                 if isinstance(item, logs.LogLine):
-                    self.apply(tl.feed_line(item.text, item.ts / 1e9))
+                    self._feed(tl, item)
             self._tail_read.add(rank)
             self.apply([])
         if not state.running:
             return
         async for item in logs.follow(host, state.id, follow=True, point=point):
             if isinstance(item, logs.LogLine):
-                self.apply(tl.feed_line(item.text, item.ts / 1e9))
+                self._feed(tl, item)
+
+    def _feed(self, tl: RankTimeline, line: logs.LogLine) -> None:
+        """One log line into its rank's timeline; the model is settled when the line said something (a
+        phase, a failure, progress), else at the next tick: a log flood costs a regex search per line,
+        not a verdict per line."""
+        events = tl.feed_line(line.text, line.ts / 1e9)
+        if events:
+            self.apply(events)
 
     def _note_flat(self, sample: EngineSample) -> None:
         """Two samples in a row with requests in the engine and no counter growth: flat until now."""

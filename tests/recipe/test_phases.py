@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from cockpit.recipe.phases import (
     match_failure,
     match_phase,
     match_progress,
+    required_literals,
 )
 
 LOGS = Path(__file__).parent / "logs"
@@ -169,3 +171,35 @@ def test_a_worker_that_lost_the_heads_store_reports_a_peer_not_its_own_failure()
             "Did the remote server shutdown or crash?")
     rule = match_failure(line)
     assert rule is not None and rule.name == "tcpstore" and rule.secondary
+
+
+
+_RULES = [r.pattern for r in PHASE_RULES] + [r.pattern for r in FAILURE_RULES]
+
+
+@pytest.mark.parametrize("pattern", _RULES, ids=[p.pattern[:40] for p in _RULES])
+def test_the_literal_prefilter_never_hides_a_match(pattern: re.Pattern[str]) -> None:
+    """Every text a rule's regex matches holds one of the literals the prefilter looks for."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    lits = required_literals(pattern)
+    if lits is None:
+        return   # no prefilter for this rule: its regex always runs
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.from_regex(pattern, fullmatch=False))
+    def check(text: str) -> None:
+        if pattern.flags & re.IGNORECASE:
+            assert any(lit.lower() in text.lower() for lit in lits), (pattern.pattern, text)
+        else:
+            assert any(lit in text for lit in lits), (pattern.pattern, text)
+
+    check()
+
+
+def test_required_literals() -> None:
+    assert required_literals(PHASE_RULES[0].pattern) == ("Initializing a V1 LLM engine",)
+    assert required_literals(re.compile("out of memory", re.IGNORECASE)) == ("out of memory",)
+    assert required_literals(re.compile(r"\d+x")) is None
+    assert required_literals(re.compile("ab(c)?defg|hij")) == ("defg", "hij")
