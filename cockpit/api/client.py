@@ -57,6 +57,7 @@ from cockpit.api.stream import (
     StreamStats,
     result_from_response,
 )
+from cockpit.api.urls import basic_auth, split_credentials
 from cockpit.constants import STREAM_FRAME_MS
 
 _MAX_ERROR_BODY = 64 * 1024
@@ -164,7 +165,9 @@ class ApiClient:
         stream_interval: float = STREAM_INTERVAL,
         deadlines: StreamDeadlines | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        # credentials in the URL go into the Authorization header only: base_url is what messages show
+        self.base_url, creds = split_credentials(base_url.rstrip("/"))
+        headers = {**_HEADERS, "Authorization": basic_auth(creds)} if creds else _HEADERS
         self.stream_interval = stream_interval
         self.health_timeout = health_timeout
         self.deadlines = deadlines
@@ -175,7 +178,7 @@ class ApiClient:
             trust_env=False,
             timeout=self._timeout(read_timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            headers=_HEADERS,
+            headers=headers,
             # Headers and body go out in separate writes: without TCP_NODELAY, Nagle holds the body
             # until the server's delayed ACK (~40 ms on Linux), which would show up in every TTFT.
             transport=httpx.AsyncHTTPTransport(
@@ -185,7 +188,7 @@ class ApiClient:
         )
         self._raw = (
             rawstream.RawStreamer(
-                self.base_url, connect_timeout=connect_timeout, read_timeout=read_timeout, headers=_HEADERS
+                self.base_url, connect_timeout=connect_timeout, read_timeout=read_timeout, headers=headers
             )
             if rawstream.supports(self.base_url)
             else None

@@ -18,6 +18,7 @@ from cockpit.api.client import STREAM_INTERVAL, ApiClient
 from cockpit.api.smoke import SmokeStep, run_smoke
 from cockpit.api.status import ApiStatus
 from cockpit.api.stream import StreamDeadlines
+from cockpit.api.urls import redact
 from cockpit.hosts import Fleet, HostUnavailable
 
 API_RANK = 0
@@ -58,6 +59,7 @@ class ApiEndpoint:
         self.deadlines = deadlines
         self._client: ApiClient | None = None
         self._lock = asyncio.Lock()
+        self._client_url: str | None = None
 
     @property
     def via(self) -> Literal["tunnel", "gateway"]:
@@ -66,7 +68,7 @@ class ApiEndpoint:
     def describe(self) -> str:
         """Where requests go, for a status line."""
         if self.api_url:
-            return f"{self.api_url} (--api-url)"
+            return f"{redact(self.api_url)} (--api-url)"
         url = self._client.base_url if self._client else "127.0.0.1:<local port>"
         return f"{url} → rank 0's 127.0.0.1:{self.api_port} over SSH"
 
@@ -95,10 +97,11 @@ class ApiEndpoint:
         """A client for the current URL (the same one while the URL holds). Raises :class:`EndpointDown`."""
         async with self._lock:
             url = await self.url()
-            if self._client is not None and self._client.base_url != url:
+            if self._client is not None and self._client_url != url:
                 await self._client.aclose()
                 self._client = None
             if self._client is None:
+                self._client_url = url      # may hold credentials: compared, never shown
                 self._client = ApiClient(url, health_timeout=self.health_timeout,
                                          connect_timeout=self.health_timeout, read_timeout=self.read_timeout,
                                          stream_interval=self.stream_interval, deadlines=self.deadlines)

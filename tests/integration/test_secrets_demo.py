@@ -141,10 +141,6 @@ def test_planted_secrets_never_reach_a_file(cluster: SimCluster, isolated: dict[
     assert printed == []
 
 
-@pytest.mark.xfail(strict=True, reason="known leak: `chat --api-url http://user:KEY@host` prints the URL "
-                   "with its credentials in --json (api_url, api.url, api.message, error) and in the stderr "
-                   "'API not ready' line (cockpit/cli/chat_cmd.py result_dict, cockpit/api/endpoint.py "
-                   "status_from_health/describe, ApiClient.base_url in messages)")
 def test_api_url_credentials_are_never_echoed(isolated: dict[str, str]) -> None:
     """The key in --api-url's userinfo authenticates the request; nothing the command prints repeats it."""
     url = f"http://r37:{API_KEY}@127.0.0.1:{_free_port()}"     # nothing listens: the not-ready path
