@@ -25,7 +25,11 @@ Cmd = ShellCommand | Sequence[str]
 
 def command(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
             merge_stderr: bool = False) -> ShellCommand:
-    """`cd CWD && env K=V ARGV [2>&1]`, every word quoted."""
+    """`cd CWD && env K=V ARGV [2>&1]`, every word quoted.
+
+    A cwd of `-` means the directory named `-` (bash's `cd -` would go back to `$OLDPWD`). With `env`, an
+    argv[0] holding `=` or starting with `-` is refused (env would read it as an assignment or an option).
+    """
     if not argv:
         raise ValueError("empty argv")
     words = list(argv)
@@ -33,12 +37,14 @@ def command(argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, st
         for key in env:
             if not _ENV_NAME.match(key):
                 raise ValueError(f"bad environment variable name: {key!r}")
+        if "=" in words[0] or words[0].startswith("-"):
+            raise ValueError(f"a command name cannot follow env assignments: {words[0]!r}")
         words = ["env", *(f"{k}={v}" for k, v in env.items()), *words]
     line = shlex.join(words)
     if merge_stderr:
         line += " 2>&1"
     if cwd:
-        line = f"cd -- {shlex.quote(cwd)} && {line}"
+        line = f"cd -- {shlex.quote('./-' if cwd == '-' else cwd)} && {line}"
     return ShellCommand(line)
 
 
@@ -47,8 +53,12 @@ def as_command(cmd: Cmd) -> ShellCommand:
 
 
 def sequence(*cmds: Cmd) -> ShellCommand:
-    """Run each command in turn whatever the previous one returned; exit status is the last one's."""
-    return ShellCommand("; ".join(as_command(c).line for c in cmds))
+    """Run each command in turn whatever the previous one returned; exit status is the last one's.
+
+    A command that changes directory (`command(..., cwd=...)`) runs in a subshell, so the next one
+    starts where the sequence started (relative directories never pile up)."""
+    lines = (as_command(c).line for c in cmds)
+    return ShellCommand("; ".join(f"( {line} )" if line.startswith("cd -- ") else line for line in lines))
 
 
 def every(seconds: float, cmd: Cmd, *, marker: str | None = None) -> ShellCommand:

@@ -159,6 +159,24 @@ def test_cwd_with_odd_names(remote: Remote, base: str, name: str, argv: list[str
     assert echoed(remote.run(command([*ECHO, *argv], cwd=path, env={"R37T_X": name}))) == argv
 
 
+def test_relative_cwds_in_a_sequence_do_not_pile_up_and_dash_is_a_name(remote: Remote) -> None:
+    rel = f"r37-shell-rel-{uuid.uuid4().hex[:8]}"          # relative to the login's home
+    home = remote.run(command(PWD)).stdout.strip()
+    assert remote.run(command(["mkdir", "-p", "--", f"{rel}/-"])).ok
+    try:
+        res = remote.run(sequence(command(PWD, cwd=rel), command(PWD, cwd=rel), command(PWD, cwd=f"{rel}/-"),
+                                  command(PWD)))
+        assert res.stdout.splitlines() == [f"{home}/{rel}", f"{home}/{rel}", f"{home}/{rel}/-", home]
+        dash = remote.run(sequence(command(PWD, cwd=rel), command(PWD, cwd="-")))
+        assert not dash.ok or dash.stdout.splitlines()[-1] != f"{home}/{rel}"   # never $OLDPWD
+    finally:
+        remote.run(command(["rm", "-rf", "--", rel]))
+    with pytest.raises(ValueError):
+        command(["A=B"], env={"X": "1"})      # env would read the command name as an assignment
+    with pytest.raises(ValueError):
+        command(["-i"], env={"X": "1"})       # … or as an option
+
+
 @FUZZ
 @given(first=ARGV, second=ARGV, err=WORD)
 def test_sequence_and_merged_stderr(remote: Remote, first: list[str], second: list[str], err: str) -> None:
