@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from cockpit.config import (
     read_text_file,
 )
 from cockpit.envfile import config_from_env, env_for_rank, parse_env
+from cockpit.files import create_temp, fsync_dir
 from cockpit.safetext import neutralise
 
 Result = tuple[bool, str, dict[str, Any]]
@@ -94,29 +94,6 @@ def check(path: str | os.PathLike[str] | None = None) -> Result:
     data = {"ok": True, "path": str(where), "hosts": host_rows(cfg), "notes": notes,
             "config": cfg.model_dump(mode="json")}
     return True, text, data
-
-
-def create_temp(directory: Path, name: str, mode: int = 0o666) -> tuple[int, Path]:
-    """A new file `.NAME.RANDOM.tmp` in `directory`, opened for writing, created with `mode` and the
-    umask applied by the kernel (0o666 gives what any other program's new file would get)."""
-    for _ in range(100):
-        tmp = directory / f".{name}.{secrets.token_hex(4)}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-        except FileExistsError:
-            continue
-        return fd, tmp
-    raise FileExistsError(f"no free temporary name in {directory}")
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make a rename or link in `directory` durable (ignored where a directory cannot be opened)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def write_new(path: Path, text: str, *, force: bool = False, mode: int = 0o666) -> None:

@@ -16,7 +16,6 @@ import hashlib
 import json
 import logging
 import os
-import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cockpit.config import ClusterConfig
+from cockpit.files import create_temp, fsync_dir
 
 FILE_NAME = "launched.json"
 log = logging.getLogger(__name__)
@@ -136,8 +136,7 @@ class Ledger:
     def _write(self, data: dict[str, dict[str, dict[str, object]]]) -> None:
         """Temp file (0600), flush, fsync, rename over the ledger, fsync the directory."""
         directory = self.path.parent
-        tmp = directory / f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd, tmp = create_temp(directory, self.path.name, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -148,7 +147,7 @@ class Ledger:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             raise
-        _fsync_dir(directory)
+        fsync_dir(directory)
 
     def _parse(self) -> dict[str, dict[str, dict[str, object]]]:
         """The ledger's data ({} when there is none yet); LedgerCorrupt if the file is not a ledger."""
@@ -188,7 +187,7 @@ class Ledger:
             except FileNotFoundError:
                 return                           # someone else kept it aside meanwhile
             os.unlink(self.path)
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
             self._warn(f"the launch ledger {self.path} could not be read ({why}); it was kept as {aside} "
                        "and a fresh ledger was started: containers this cockpit launched before are no "
                        "longer known as its own (stop them the way they were started)", "file-corrupt")
@@ -277,13 +276,3 @@ class Ledger:
     def owns(self, rank: int, container_id: str) -> bool:
         rec = self.records().get(rank)
         return rec is not None and rec.container_id == container_id
-
-
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-

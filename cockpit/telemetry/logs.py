@@ -15,7 +15,6 @@ import asyncio
 import calendar
 import contextlib
 import os
-import secrets
 import time
 from array import array
 from bisect import bisect_left
@@ -25,9 +24,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import accumulate, chain, repeat
 from operator import le
+from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from cockpit.constants import CONTAINER_NAME
+from cockpit.files import create_temp, fsync_dir
 from cockpit.hosts.shell import ShellCommand, command
 from cockpit.hosts.state import HostUnavailable
 from cockpit.safetext import neutralise
@@ -698,7 +699,7 @@ def save_lines(path: str | os.PathLike[str], lines: Iterable[LogLine | None], *,
         raise FileExistsError(target)
     directory = os.path.dirname(target)
     # created 0o666 less the umask, as `docker logs > FILE` would be (never chmod-ed to a fixed mode)
-    fd, tmp = _new_temp(directory)
+    fd, tmp = create_temp(Path(directory), "r37-logs")
     count = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
@@ -712,29 +713,9 @@ def save_lines(path: str | os.PathLike[str], lines: Iterable[LogLine | None], *,
         else:
             os.link(tmp, target)  # fails if the name appeared meanwhile: never clobbers
             os.unlink(tmp)
-        _fsync_dir(directory)
+        fsync_dir(Path(directory))
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     return count
-
-
-def _new_temp(directory: str) -> tuple[int, str]:
-    """A fresh `.r37-logs-RANDOM.tmp` in `directory`, created 0o666 with the umask applied."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    for _ in range(100):
-        tmp = os.path.join(directory, f".r37-logs-{secrets.token_hex(4)}.tmp")
-        with contextlib.suppress(FileExistsError):
-            return os.open(tmp, flags, 0o666), tmp
-    raise FileExistsError(f"no free temporary name in {directory}")
-
-
-def _fsync_dir(directory: str) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
