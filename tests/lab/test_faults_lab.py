@@ -440,16 +440,17 @@ def _sshd_pids(ns: str) -> list[int]:
 
 
 def _host_process(ns: str, sshd: int) -> int:
-    """A process of the host's own that is not sshd (a container's): it keeps the host's mount namespace
-    (its /srv) alive while sshd is gone, and the new sshd joins its namespaces."""
+    """A container's process on the host: it outlives sshd (a command's shell would die with its session),
+    keeps the host's mount namespace (its /srv) alive while sshd is gone, and the new sshd joins its
+    namespaces."""
     mnt = os.readlink(f"/proc/{sshd}/ns/mnt")
     out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
     for pid in map(int, out):
         with contextlib.suppress(OSError):
-            if (Path(f"/proc/{pid}/comm").read_text().strip() != "sshd"
-                    and os.readlink(f"/proc/{pid}/ns/mnt") == mnt):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"cockpit.sim.container" in cmdline and os.readlink(f"/proc/{pid}/ns/mnt") == mnt:
                 return pid
-    raise AssertionError(f"no process of the host's own in {ns}")
+    raise AssertionError(f"no container process of the host's own in {ns}")
 
 
 def test_sshd_killed_and_restarted_reconnects(lab: Lab, launched: Launched) -> None:
