@@ -210,7 +210,8 @@ class _Conn:
     Reads return ``(bytes, t)`` with ``t`` on the ``time.perf_counter()`` clock: when the kernel received
     the last segment the read took (a FIN counts), not when this process got round to reading it. That
     makes two things free: a busy event loop does not skew TTFT or tokens/s, and the reader may *pace*
-    itself — read at most every ``interval`` s and take whatever arrived meanwhile in one wakeup —
+    itself — read at most every ``interval`` s and take whatever arrived meanwhile in one wakeup (a read
+    that fills its 64 KiB buffer is followed at once by the next, so a burst is never throttled) —
     without losing timing accuracy. Wakeups, not bytes, are what a streamed token costs a client.
 
     One watchdog timer per request enforces the read timeout and the request's :data:`Watch`; it is
@@ -341,7 +342,10 @@ class _Conn:
                     raise (self._failure or self._timed_out()) from None
         t_read, now_real = time.perf_counter(), time.time()  # together: the stamp is on the wall clock
         if self._interval:
-            self._not_before = self._loop.time() + self._interval
+            # a full read means more is waiting: take it now (a burst drains at full speed, never queues
+            # up behind the frame); otherwise the next read waits for the next frame
+            full = len(data) == READ_SIZE
+            self._not_before = self._loop.time() + (0.0 if full else self._interval)
         if anc:
             return data, kstamp.received_at(anc, t_read, now_real, self._interval + _MAX_STAMP_AGE)
         return data, t_read
