@@ -125,8 +125,11 @@ def test_unknown_checks_exit_1_with_their_code(cluster: SimCluster) -> None:
     try:
         import time
         time.sleep(1.0)            # the demo host's front reads its fault switch every 0.3 s
-        doc = cli(cluster, "preflight", "--only", "arch,gpu", "--rank", "2", "--json")
-        text = cli(cluster, "preflight", "--only", "arch,gpu", "--rank", "2")
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(2) as pool:     # both wait out the connect timeout: at the same time
+            doc_f = pool.submit(cli, cluster, "preflight", "--only", "arch,gpu", "--rank", "2", "--json")
+            text_f = pool.submit(cli, cluster, "preflight", "--only", "arch,gpu", "--rank", "2")
+            doc, text = doc_f.result(), text_f.result()
     finally:
         set_fault(cluster.root(2), "host-down", False)
     assert doc.returncode == 1, doc.stderr
