@@ -31,7 +31,7 @@ CONFIG, EXISTS, IO = "config", "exists", "io"     # data["error"] of a failure
 
 
 def _config_failure(exc: ConfigError) -> Result:
-    return False, exc.render(), {**exc.as_json(), "error": CONFIG}
+    return False, exc.render(), {**exc.as_json(), "error": CONFIG, "code": exc.code}
 
 
 def host_rows(cfg: ClusterConfig) -> list[dict[str, Any]]:

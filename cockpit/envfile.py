@@ -52,7 +52,7 @@ class EnvFileError(ConfigError):
 
     def __init__(self, path: Path | None, entries: list[tuple[int | None, str, str]]):
         self.entries = entries
-        super().__init__(path, [(key, reason) for _, key, reason in entries])
+        super().__init__(path, [(key, reason) for _, key, reason in entries], "env-invalid")
 
     def render(self) -> str:
         """One `FILE:LINE: KEY: REASON` line per problem, neutralised."""

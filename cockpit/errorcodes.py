@@ -28,6 +28,8 @@ _ALL = [
               "fix the named line of cluster.env"),
     ErrorCode("file-exists", "a file the cockpit would write exists already",
               "choose another path or --force"),
+    ErrorCode("write-failed", "a file could not be written (permission, disk full, not a directory)",
+              "read the reason; choose another path or free the space"),
     ErrorCode("file-corrupt", "a state file of the cockpit could not be read; it was kept aside",
               "read the file named in the message; the cockpit started a fresh one"),
     # hosts and SSH
@@ -61,7 +63,8 @@ _ALL = [
               "reconnect the host and run preflight again; unknown is never a pass"),
     ErrorCode("setup-failed", "a setup job failed on a host", "read the job's output; rerun the job"),
     ErrorCode("needs-confirmation", "a host-changing action was not confirmed", "add --yes after reading it"),
-    ErrorCode("launch-blocked", "a guard refused the launch (container in the way, preflight, lock)",
+    ErrorCode("launch-blocked", "a guard refused the action (a container in the way, preflight, the lock, "
+              "a setup job refused on a host)",
               "the message names the guard and its remedy"),
     ErrorCode("cluster-locked", "another cockpit holds the launch lock on rank 0's host",
               "wait for it, or `--break-lock` once it is known dead"),

@@ -13,6 +13,7 @@ from cockpit.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, 
 from cockpit.safetext import neutralise_block
 
 EXIT_FOR = {configcmd.CONFIG: EXIT_USAGE, configcmd.EXISTS: EXIT_REFUSED, configcmd.IO: EXIT_FAILURE}
+CODE_FOR = {configcmd.CONFIG: "config-invalid", configcmd.EXISTS: "file-exists", configcmd.IO: "write-failed"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,6 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _emit(ok: bool, text: str, data: dict, as_json: bool) -> int:
     """Print the result (text neutralised: a path or key of a hostile file may hold escapes)."""
     if as_json:
+        if not ok:   # the stable error code beside the kind (cockpit.errorcodes)
+            data.setdefault("code", CODE_FOR.get(data.get("error", configcmd.CONFIG), "config-invalid"))
         print_json(data)
     elif ok:
         text = neutralise_block(text)

@@ -197,8 +197,15 @@ class RankDone:
     def ok(self) -> bool:
         return self.state in (RankState.DONE, RankState.SKIPPED)
 
+    @property
+    def code(self) -> str | None:
+        """The stable error code of a rank that did not end well (`cockpit.errorcodes`)."""
+        return {RankState.FAILED: "setup-failed", RankState.REFUSED: "launch-blocked",
+                RankState.CANCELLED: "interrupted"}.get(self.state)
+
     def as_dict(self) -> dict[str, Any]:
-        return {"job": self.job, "rank": self.rank, "state": self.state.value, "message": self.message}
+        return {"job": self.job, "rank": self.rank, "state": self.state.value, "message": self.message,
+                "code": self.code}
 
 
 @dataclass(frozen=True)
