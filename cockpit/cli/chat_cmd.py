@@ -123,7 +123,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "chat", help="send one prompt to the model and stream the answer",
         description="Stream one answer from the deployed model to stdout (thinking text to stderr). "

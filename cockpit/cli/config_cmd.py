@@ -16,7 +16,7 @@ EXIT_FOR = {configcmd.CONFIG: EXIT_USAGE, configcmd.EXISTS: EXIT_REFUSED, config
 CODE_FOR = {configcmd.CONFIG: "config-invalid", configcmd.EXISTS: "file-exists", configcmd.IO: "write-failed"}
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("config", help="check, import and export cluster.toml",
                        description="Check cluster.toml, import the recipe's cluster.env (read, never "
                                    "executed) and export one rank's cluster.env.")

@@ -31,7 +31,7 @@ from cockpit.safetext import neutralise, safe
 REFUSED_CODES = {"ssh-config-unsafe", "fingerprint-mismatch", "host-key-changed", "host-key-revoked"}
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("hosts", help="connect to every host and report its state",
                        description="Connect to every host over SSH in parallel and report state, SSH "
                                    "latency, remote hostname and host key fingerprint. Exit 1 if any host "

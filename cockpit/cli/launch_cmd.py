@@ -40,7 +40,7 @@ from cockpit.recipe.stop import execute_stop, plan_stop
 from cockpit.safetext import safe
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "launch", help="dry-run, then launch ranks N-1 … 1 and 0; follow until the API is up",
         description="Show what `DRY_RUN=1 bash launch/node.sh RANK cluster.env` prints on every host, then "

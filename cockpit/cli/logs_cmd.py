@@ -33,7 +33,7 @@ _SINCE = re.compile(
     r"|\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2})?)?")  # RFC 3339
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("logs", help="print the container logs of the ranks, merged by time",
                        description="Print `docker logs -t` of the R37 container on every rank (or one), "
                                    "merged by timestamp as `RANK  TIMESTAMP  LINE`. Read-only. Exit 1 if "

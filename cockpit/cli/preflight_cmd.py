@@ -29,7 +29,7 @@ from cockpit.safetext import safe
 SHOWN = {Verdict.PASS: "pass", Verdict.WARN: "WARN", Verdict.FAIL: "FAIL", Verdict.UNKNOWN: "unknown"}
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("preflight", help="check every host against the recipe (changes nothing)",
                        description="Run the preflight checks of the R37 recipe (steps 1-6) on every host in "
                                    "parallel over SSH and print them grouped by result. Nothing on the hosts "

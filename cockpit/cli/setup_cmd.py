@@ -51,7 +51,7 @@ from cockpit.safetext import neutralise, safe
 PROGRESS_EVERY = 2.0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "setup", help="run a setup job on the hosts (download, load, prepare; asks first)",
         description="Run one of the recipe's setup jobs (steps 2-5) on every host in parallel: "

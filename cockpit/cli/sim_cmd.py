@@ -16,7 +16,7 @@ def default_dir() -> Path:
     return user_state_path("r37-cockpit") / "sim"
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sim", help="start, stop and break the simulated GB10 cluster",
                        description="The simulated four-host GB10 cluster: stand-in host tools, a simulated "
                                    "R37 engine, reachable over real SSH.")

@@ -10,7 +10,7 @@ from cockpit.cli.common import EXIT_REFUSED, CliError, load
 from cockpit.config import load_config
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tui", help="open the cockpit (the default command)")
     p.set_defaults(func=run_tui)
     d = sub.add_parser("demo", help="start a simulated cluster, open the cockpit on it, stop it on exit",
