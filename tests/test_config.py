@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cockpit import constants as C
+from cockpit.cli.config_cmd import check
 from cockpit.config import (
     ClusterConfig,
     ConfigError,
@@ -22,7 +23,6 @@ from cockpit.config import (
     parse_config,
     toml_value,
 )
-from cockpit.configcmd import check
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from test_config import cluster_configs
 
 from cockpit import constants as C
+from cockpit.cli.config_cmd import export_env, import_env, write_new
 from cockpit.config import ClusterConfig, ConfigError, load_config, parse_config
-from cockpit.configcmd import export_env, import_env, write_new
 from cockpit.envfile import (
     ENV_VARS,
     EnvFileError,
