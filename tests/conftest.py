@@ -17,15 +17,18 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 @pytest.fixture(scope="session", autouse=True)
 def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Tests never read or write the developer's own state (launch ledger, remembered theme)."""
+    """Tests never read or write the developer's own state (launch ledger, remembered theme) or config
+    (their own theme files)."""
     state = tmp_path_factory.mktemp("xdg-state")
-    old = os.environ.get("XDG_STATE_HOME")
-    os.environ["XDG_STATE_HOME"] = str(state)
+    dirs = {"XDG_STATE_HOME": state, "XDG_CONFIG_HOME": tmp_path_factory.mktemp("xdg-config")}
+    old = {name: os.environ.get(name) for name in dirs}
+    os.environ.update({name: str(path) for name, path in dirs.items()})
     yield state
-    if old is None:
-        os.environ.pop("XDG_STATE_HOME", None)
-    else:
-        os.environ["XDG_STATE_HOME"] = old
+    for name, value in old.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture

@@ -1,59 +1,66 @@
-"""The cockpit app: header with cluster health, one pane per number key, footer with keys."""
+"""The cockpit app: header with cluster health, one pane per number key, footer with keys.
+
+Panes are listed in :data:`PANES` (plain imports); their number keys follow that order. The app loads
+the themes (`cockpit.tui.themes`), pushes the active theme's semantic roles onto its console so every
+pane's content recolours with the chrome, applies ``[ui.keymap]``, offers every pane action in the
+command palette, and turns any failed worker into a notification and the pane's error line.
+"""
 
 from __future__ import annotations
 
 import gc
-import importlib
-import importlib.util
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
+from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostStatus
 from cockpit.recipe.timeline import ApiChanged
-from cockpit.safetext import safe
+from cockpit.safetext import neutralise, safe
 from cockpit.tui import uistate
-from cockpit.tui.confirm import ConfirmQuit
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.dialogs import Confirm, KeyMapScreen
 from cockpit.tui.header import ClusterHeader
-from cockpit.tui.keys import KeyMapScreen
+from cockpit.tui.keys import action_name, current_bindings
 from cockpit.tui.messages import ClusterChanged, HostStatusChanged
+from cockpit.tui.pane import Pane
 from cockpit.tui.panes.chat import ChatPane
 from cockpit.tui.panes.hosts import HostsPane
 from cockpit.tui.panes.launch import LaunchPane
+from cockpit.tui.panes.logs import LogsPane
+from cockpit.tui.panes.preflight import PreflightPane
 from cockpit.tui.panes.setup import SetupPane
+from cockpit.tui.themes import DEFAULT_THEME, ThemeSet, load_themes, user_themes_dir
 
-# id, tab title, "module:Class". A pane module that is not there (yet) is simply not shown.
-PANE_REGISTRY: list[tuple[str, str, str]] = [
-    ("hosts", "Hosts", "cockpit.tui.panes.hosts:HostsPane"),
-    ("preflight", "Preflight", "cockpit.tui.panes.preflight:PreflightPane"),
-    ("setup", "Setup", "cockpit.tui.panes.setup:SetupPane"),
-    ("launch", "Launch", "cockpit.tui.panes.launch:LaunchPane"),
-    ("logs", "Logs", "cockpit.tui.panes.logs:LogsPane"),
-    ("stats", "Stats", "cockpit.tui.panes.stats:StatsPane"),
-    ("chat", "Chat", "cockpit.tui.panes.chat:ChatPane"),
-    ("bench", "Bench", "cockpit.tui.panes.bench:BenchPane"),
-]
-
-
-def available_panes() -> list[tuple[str, str, type[Widget]]]:
-    """(id, "N Title", class) of every pane present; N is its fixed place in the registry."""
-    panes = []
-    for number, (pid, title, ref) in enumerate(PANE_REGISTRY, start=1):
-        module_name, cls_name = ref.split(":")
-        if importlib.util.find_spec(module_name) is None:
-            continue
-        panes.append((pid, f"{number} {title}", getattr(importlib.import_module(module_name), cls_name)))
-    return panes
+# (id, pane class) in number-key order: key N shows the N-th pane.
+PANES: tuple[tuple[str, type[Pane]], ...] = (
+    ("hosts", HostsPane),
+    ("preflight", PreflightPane),
+    ("setup", SetupPane),
+    ("launch", LaunchPane),
+    ("logs", LogsPane),
+    ("chat", ChatPane),
+)
+WORKER_REMEDY = ("the pane is usable again: press its key to retry; if it fails again, run `{headless}` "
+                 "in a shell for the full error")
 
 
-PANES = available_panes()
+def _pane_bindings() -> list[Binding]:
+    out = []
+    for number, (pid, cls) in enumerate(PANES, start=1):
+        out.append(Binding(str(number), f"show_pane('{pid}')", cls.TITLE, id=f"pane.{pid}", show=False))
+        # F1…F9 too, also while typing in a text field (terminals send alt+N as a printable character)
+        out.append(Binding(f"f{number}", f"show_pane('{pid}')", cls.TITLE, id=f"pane.{pid}.fkey", show=False,
+                           priority=True))
+    return out
 
 
 class CockpitApp(App[None]):
@@ -64,27 +71,29 @@ class CockpitApp(App[None]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "keys", "Keys", id="app.keys", key_display="?"),
-        *[Binding(label.split()[0], f"show_pane('{pid}')", label.split(maxsplit=1)[1],
-                  id=f"pane.{pid}", show=False) for pid, label, _ in PANES],
-        # F1…F8 too, also while typing in a text field (terminals send alt+N as a printable character)
-        *[Binding(f"f{label.split()[0]}", f"show_pane('{pid}')", label.split(maxsplit=1)[1],
-                  id=f"pane.{pid}.fkey", show=False, priority=True) for pid, label, _ in PANES],
+        *_pane_bindings(),
     ]
 
     def __init__(self, config: ClusterConfig, config_path: Path | None = None, *, connect: bool = True,
-                 api_url: str | None = None, read_only: bool = False):
+                 api_url: str | None = None, read_only: bool = False, themes_dir: Path | None = None):
         super().__init__()
         self.config = config
         self.config_path = config_path
         self.connect = connect
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
+        self.keymap: dict[str, str] = dict(config.ui.keymap or {})
+        self.themes: ThemeSet = load_themes(themes_dir if themes_dir is not None else user_themes_dir())
+        for theme in self.themes.themes.values():
+            self.register_theme(theme.textual)
+        self._roles_pushed = False
+        self.theme = DEFAULT_THEME
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="cluster-header")
         with TabbedContent(id="panes"):
-            for pid, label, cls in PANES:
-                with TabPane(label, id=pid):
+            for number, (pid, cls) in enumerate(PANES, start=1):
+                with TabPane(f"{number} {cls.TITLE}", id=pid):
                     yield cls(self.ctx, id=f"{pid}-pane")
         yield Footer()
 
@@ -109,6 +118,27 @@ class CockpitApp(App[None]):
         await self.ctx.watcher.close()
         await self.fleet.close()
 
+    # ---- panes ----------------------------------------------------------------------------------------
+
+    def pane(self, pane_id: str) -> Pane:
+        return self.query_one(f"#{pane_id}-pane", Pane)
+
+    def panes(self) -> list[Pane]:
+        return list(self.query(Pane))
+
+    def shown_pane(self) -> Pane | None:
+        tabs = self.query(TabbedContent)
+        if not tabs or not tabs.first().active:
+            return None
+        found = self.query(f"#{tabs.first().active}-pane")
+        return found.first(Pane) if found else None
+
+    def action_show_pane(self, pane_id: str) -> None:
+        self.query_one(TabbedContent).active = pane_id
+        self.pane(pane_id).take_focus()  # now, not after a refresh: no key may land on the old pane
+
+    # ---- the live model -------------------------------------------------------------------------------
+
     def on_cluster_changed(self, message: ClusterChanged) -> None:
         """The live model changed: the header and the launch pane render it again."""
         panes = self.query(LaunchPane)
@@ -119,23 +149,6 @@ class CockpitApp(App[None]):
             for chat in self.query(ChatPane):
                 chat.api_changed()
         self.refresh_header()
-
-    def busy(self) -> str:
-        """What would be cut short by quitting now ("" when nothing is)."""
-        launch = self.query(LaunchPane)
-        if launch and launch.first().launching:
-            return "a launch is in progress (its containers keep booting on the hosts)"
-        setup = self.query(SetupPane)
-        if setup and setup.first().running:
-            return "a setup job is running (quitting cancels its remote commands)"
-        return ""
-
-    async def action_quit(self) -> None:
-        why = self.busy()
-        if not why:
-            self.exit()
-            return
-        self.push_screen(ConfirmQuit(why), lambda yes: self.exit() if yes else None)
 
     def on_host_status_changed(self, message: HostStatusChanged) -> None:
         self.show_status(message.status)
@@ -160,52 +173,124 @@ class CockpitApp(App[None]):
                 pane.update_status(status)  # ages of non-connected states move on
         self.refresh_header()
 
-    def _apply_ui_settings(self) -> None:
-        """[ui] keymap and theme from cluster.toml; a theme picked at run time is remembered per user."""
-        if self.config.ui.keymap:
-            self.set_keymap(dict(self.config.ui.keymap))
-        theme = self.config.ui.theme or uistate.load().get("theme")
-        if theme and theme in self.available_themes:
-            self.theme = theme
-        elif theme:
-            self.notify(f"unknown theme {theme!r}; keeping {self.theme}", severity="warning")
-        self.theme_changed_signal.subscribe(self, lambda t: uistate.save({"theme": t.name}))
-
     def refresh_header(self) -> None:
         self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses,
                                            self.ctx.watcher.timeline, self.ctx.watcher.looked())
 
-    def action_show_pane(self, pane_id: str) -> None:
-        self.query_one(TabbedContent).active = pane_id
-        self._focus_pane(pane_id)  # now, not after a refresh: nothing may land on the old pane meanwhile
+    # ---- quitting -------------------------------------------------------------------------------------
 
-    def _focus_pane(self, pane_id: str) -> None:
-        """Keys go to the pane just shown: its `FOCUS` widget if it names one (a pane you type into),
-        else whatever it focused itself, else its first focusable widget."""
-        tab = self.query_one(f"#{pane_id}", TabPane)
-        pane = next(iter(tab.children), None)
-        selector = getattr(pane, "FOCUS", None)
-        if pane is not None and selector:
-            pane.query_one(selector).focus()
+    def busy(self) -> str:
+        """What would be cut short by quitting now ("" when nothing is)."""
+        launch = self.query(LaunchPane)
+        if launch and launch.first().launching:
+            return "a launch is in progress (its containers keep booting on the hosts)"
+        setup = self.query(SetupPane)
+        if setup and setup.first().running:
+            return "a setup job is running (quitting cancels its remote commands)"
+        return ""
+
+    async def action_quit(self) -> None:
+        why = self.busy()
+        if not why:
+            self.exit()
             return
-        if self.focused is not None and tab in self.focused.ancestors:
+        self.push_screen(Confirm(f"Quit now? {why}.", yes="quit", no="stay"),
+                         lambda yes: self.exit() if yes else None)
+
+    # ---- themes and keys ------------------------------------------------------------------------------
+
+    def _apply_ui_settings(self) -> None:
+        """[ui] theme from cluster.toml, else the one picked last (remembered per user), else the default;
+        broken theme files are named with their reason."""
+        for problem in self.themes.problems:
+            self.notify(safe(str(problem), 600), title="theme file skipped", severity="warning", timeout=30)
+        if self.keymap:
+            self.set_keymap(self.keymap)
+        theme = self.config.ui.theme or uistate.load().get("theme")
+        if theme and theme in self.available_themes:
+            self.theme = theme
+        elif theme:
+            self.notify(f"unknown theme {safe(theme, 80)!r}; keeping {self.theme}", severity="warning")
+        self.theme_changed_signal.subscribe(self, lambda t: uistate.save({"theme": t.name}))
+
+    def watch_theme(self, name: str) -> None:
+        """Swap the semantic roles on the console before the screen repaints in the new theme."""
+        found = self.themes.themes.get(name)
+        if found is None:
             return
-        for widget in tab.query("*"):
-            if widget.focusable:
-                widget.focus()
-                return
+        if self._roles_pushed:
+            self.console.pop_theme()
+        self.console.push_theme(found.roles)
+        self._roles_pushed = True
+        self.call_after_refresh(self._redraw_panes)
+
+    def _redraw_panes(self) -> None:
+        for pane in self.query(Pane):
+            pane.refresh_view()
+        for widget in self.screen.query("*"):
+            widget.refresh()
+
+    def set_keymap(self, keymap: dict[str, str]) -> None:
+        """Remap keys by binding id; hints and the key map follow."""
+        self.keymap = dict(keymap)
+        super().set_keymap(keymap)
+        if self.is_mounted:
+            self.call_after_refresh(self._redraw_panes)
+
+    def key_rows(self, node: object) -> list[tuple[str, str, str]]:
+        return [(key, b.description or b.action, b.id or "-") for b, key in current_bindings(node)]  # type: ignore[arg-type]
 
     def action_keys(self) -> None:
-        rows = []
-        for binding in [*self.BINDINGS, *Screen.BINDINGS]:
-            if isinstance(binding, Binding):
-                key = binding.key_display or binding.key
-                rows.append((key, binding.description or binding.action, binding.id or "-"))
-        self.push_screen(KeyMapScreen(rows))
+        sections: list[tuple[str, list[tuple[str, str, str]]]] = []
+        pane = self.shown_pane()
+        if pane is not None:
+            sections.append((f"{pane.TITLE} pane", self.key_rows(pane)))
+        app_rows = self.key_rows(self) + [(b.key_display or b.key, b.description or b.action, b.id or "-")
+                                          for b in Screen.BINDINGS if isinstance(b, Binding)]
+        sections.append(("App (every pane)", app_rows))
+        self.push_screen(KeyMapScreen(sections))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's own commands, every pane (by number) and every action of every pane, which runs the
+        same handler as its key (disabled actions, e.g. in read-only mode, are not offered)."""
         yield from super().get_system_commands(screen)
-        for pid, label, _ in PANES:
-            number, title = label.split(maxsplit=1)
-            yield SystemCommand(f"Pane: {title}", f"Show the {title} pane (key {number})",
-                                lambda pid=pid: self.action_show_pane(pid))
+        for number, (pid, cls) in enumerate(PANES, start=1):
+            yield SystemCommand(f"Pane: {cls.TITLE}", f"Show the {cls.TITLE} pane (key {number})",
+                                partial(self.action_show_pane, pid))
+        for pid, _cls in PANES:
+            found = self.query(f"#{pid}-pane")
+            if not found:
+                continue
+            pane = found.first(Pane)
+            for binding, key in current_bindings(pane):
+                label = binding.description or action_name(binding.action)
+                yield SystemCommand(f"{pane.TITLE}: {label}", f"key {key} · {binding.id or binding.action}",
+                                    partial(self._run_pane_action, pid, binding.action))
+
+    async def _run_pane_action(self, pane_id: str, action: str) -> None:
+        self.action_show_pane(pane_id)
+        await self.pane(pane_id).run_action(action)
+
+    # ---- worker errors --------------------------------------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """No worker error is silent and none closes the app: the pane's name, the error and a remedy go
+        to a notification and the pane's error line; the next worker the pane starts clears that line."""
+        node = event.worker.node
+        pane = node if isinstance(node, Pane) else next(
+            (a for a in node.ancestors if isinstance(a, Pane)), None) if isinstance(node, Widget) else None
+        if event.state is WorkerState.RUNNING and pane is not None and pane.worker_error is not None:
+            pane.show_worker_error(None)
+        if event.state is not WorkerState.ERROR:
+            return
+        error = event.worker.error
+        what = (event.worker.name or "a task").strip("_").replace("_", " ")
+        where = pane.TITLE if pane is not None else "cockpit"
+        message = neutralise(f"{type(error).__name__}: {error}" if error is not None else "failed")[:600]
+        remedy = getattr(error, "remedy", "") or WORKER_REMEDY.format(
+            headless=pane.HEADLESS if pane is not None and pane.HEADLESS else "r37-cockpit status")
+        self.notify(f"{message}\nremedy: {neutralise(remedy)[:600]}", title=f"{where}: {what} failed",
+                    severity="error", timeout=30)
+        if pane is not None:
+            pane.show_worker_error(Text.assemble((f"{what} failed: ", "fail"), (message, "fail.soft"),
+                                                 ("  remedy: ", "bold"), (neutralise(remedy)[:600], "muted")))

@@ -109,3 +109,15 @@ def test_escapes_in_host_text_are_inert(snap_compare, fixed_config) -> None:
         await select_row(app, pilot, 3)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The matrix's hosts state: three connected, one lost with its error and remedy selected."""
+    lost = HostStatus(rank=2, target="spark-2", state=HostState.LOST, hostname="spark-2",
+                      fingerprint=connected(2).fingerprint, since=LONG_AGO,
+                      error="connection lost (no keepalive answer)",
+                      remedy="waiting for the host to come back; reconnecting with backoff")
+    for s in (connected(0), connected(1), lost, connected(3)):
+        app.show_status(s)
+    await pilot.pause()
+    await select_row(app, pilot, 2)

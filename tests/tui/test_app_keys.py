@@ -12,7 +12,7 @@ async def test_chat_gets_the_keyboard_and_fkey_leaves(fixed_config) -> None:
     async with app.run_test(size=(140, 40)) as pilot:
         tabs = app.query_one(TabbedContent)
         assert tabs.active == "hosts"
-        await pilot.press("7")
+        await pilot.press("6")
         await pilot.pause(0.2)
         assert tabs.active == "chat"
         assert isinstance(app.focused, Input) and app.focused.id == "chat-input"
@@ -28,7 +28,7 @@ async def test_chat_gets_the_keyboard_and_fkey_leaves(fixed_config) -> None:
 
 
 async def test_quit_during_a_setup_job_asks_first_and_quits_at_once_otherwise(fixed_config) -> None:
-    from cockpit.tui.confirm import ConfirmQuit
+    from cockpit.tui.dialogs import Confirm
     from cockpit.tui.panes.setup import SetupPane
 
     app = CockpitApp(fixed_config, connect=False)
@@ -36,10 +36,10 @@ async def test_quit_during_a_setup_job_asks_first_and_quits_at_once_otherwise(fi
         app.query_one(SetupPane).running = True        # a job in progress (its remote commands would stop)
         await pilot.press("q")
         await pilot.pause(0.2)
-        assert isinstance(app.screen, ConfirmQuit) and "setup job" in app.screen.why
+        assert isinstance(app.screen, Confirm) and "setup job" in app.screen.question
         await pilot.press("n")
         await pilot.pause(0.2)
-        assert app.is_running and not isinstance(app.screen, ConfirmQuit)
+        assert app.is_running and not isinstance(app.screen, Confirm)
         app.query_one(SetupPane).running = False
         await pilot.press("q")
         await pilot.pause(0.2)

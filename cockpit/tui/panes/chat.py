@@ -61,6 +61,7 @@ from cockpit.api.stream import StreamDeadlines
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.pane import Pane
 from cockpit.tui.widgets.chat_turns import AssistantTurn, Notice, SmokeTurn, ToolResultTurn, UserTurn
 
 FLUSH_EVERY = 0.05
@@ -120,8 +121,11 @@ class ConfirmOverwrite(ModalScreen[bool]):
         self.dismiss(value)
 
 
-class ChatPane(Vertical):
+class ChatPane(Pane):
     """Status line, settings line, transcript, and the prompt input."""
+
+    TITLE = "Chat"
+    HEADLESS = "r37-cockpit smoke"
 
     FOCUS = "#chat-input"  # shown → typing goes to the message line (digits too, not pane keys)
 
@@ -147,9 +151,8 @@ class ChatPane(Vertical):
     clock: Callable[[], float] = staticmethod(time.monotonic)
     """The clock of the time an answer has waited for its first token (a snapshot test freezes it)."""
 
-    def __init__(self, ctx: CockpitContext, **kwargs: object):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.ctx = ctx
+    def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
+        super().__init__(ctx, id=id, classes=classes)
         self.session = ChatSession()
         self.markdown = False
         self.reasoning_collapsed = False

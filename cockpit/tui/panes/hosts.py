@@ -6,26 +6,26 @@ import time
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from cockpit.hosts.state import HostState, HostStatus
 from cockpit.safetext import neutralise, neutralise_block, safe
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.pane import Pane
 
 STATE_STYLE = {
-    HostState.CONNECTED: "bold green",
-    HostState.CONNECTING: "yellow",
-    HostState.LOST: "bold red",
-    HostState.UNREACHABLE: "red",
-    HostState.TIMEOUT: "red",
-    HostState.KEY_UNKNOWN: "bold magenta",
-    HostState.KEY_CHANGED: "bold white on red",
-    HostState.KEY_REVOKED: "bold white on red",
-    HostState.KNOWN_HOSTS_MISSING: "bold magenta",
-    HostState.SSH_CONFIG_UNSAFE: "bold magenta",
-    HostState.AUTH_FAILED: "bold red",
-    HostState.CLOSED: "dim",
+    HostState.CONNECTED: "ok",
+    HostState.CONNECTING: "warn.soft",
+    HostState.LOST: "fail",
+    HostState.UNREACHABLE: "fail.soft",
+    HostState.TIMEOUT: "fail.soft",
+    HostState.KEY_UNKNOWN: "unknown",
+    HostState.KEY_CHANGED: "alarm",
+    HostState.KEY_REVOKED: "alarm",
+    HostState.KNOWN_HOSTS_MISSING: "unknown",
+    HostState.SSH_CONFIG_UNSAFE: "unknown",
+    HostState.AUTH_FAILED: "fail",
+    HostState.CLOSED: "muted",
 }
 COLUMNS = ("rank", "host", "target", "state", "latency", "host key (SHA256)", "last error")
 
@@ -37,16 +37,20 @@ def _age(since: float, now: float) -> str:
     return f"{secs // 60}m" if secs < 7200 else f"{secs // 3600}h"
 
 
-class HostsPane(Vertical):
+class HostsPane(Pane):
     """A row per host; the selected host's error and remedy below."""
+
+    TITLE = "Hosts"
+    HEADLESS = "r37-cockpit hosts"
+    FOCUS = "#hosts-table"
 
     DEFAULT_CSS = """
     HostsPane DataTable { height: auto; max-height: 70%; }
     HostsPane #host-detail { padding: 1 1; height: auto; }
     """
 
-    def __init__(self, ctx: CockpitContext, **kwargs: object):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
+        super().__init__(ctx, id=id, classes=classes)
         self._statuses: dict[int, HostStatus] = {r: ctx.fleet[r].status for r in ctx.config.ranks}
         self.show_ages = True
 
@@ -71,8 +75,8 @@ class HostsPane(Vertical):
         err = neutralise((s.error or "").splitlines()[0][:60]) if s.error else ""
         return [str(s.rank), Text(safe(s.hostname or "-", 200)), Text(safe(s.target, 200)),
                 Text(state, style=STATE_STYLE[s.state]),
-                f"{s.latency_ms:.1f} ms" if s.latency_ms is not None else "-", Text(fp, style="dim"),
-                Text(err, style="red")]
+                f"{s.latency_ms:.1f} ms" if s.latency_ms is not None else "-", Text(fp, style="muted"),
+                Text(err, style="fail.soft")]
 
     def update_status(self, status: HostStatus) -> None:
         self._statuses[status.rank] = status
@@ -80,6 +84,10 @@ class HostsPane(Vertical):
         for col, value in zip(COLUMNS, self._cells(status), strict=True):
             table.update_cell(str(status.rank), col, value, update_width=True)
         self._show_detail()
+
+    def refresh_view(self) -> None:
+        for status in self.statuses:
+            self.update_status(status)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
@@ -90,20 +98,24 @@ class HostsPane(Vertical):
             return
         rank = sorted(self._statuses)[min(table.cursor_row, len(self._statuses) - 1)]
         s = self._statuses[rank]
-        head = f"rank {s.rank} — {safe(s.target, 200)} — {s.state.value}"
-        lines = [head + (f" [{s.code}]" if s.code else "")]
+        text = Text.assemble((f"rank {s.rank}", "bold"), f" — {safe(s.target, 200)} — ",
+                             (s.state.value, STATE_STYLE[s.state]))
+        if s.code:
+            text.append(f" [{s.code}]", style="muted")
         for old in s.known_fingerprints:
-            lines.append(f"known_hosts holds: {neutralise(old)}")
+            text.append(f"\nknown_hosts holds: {neutralise(old)}")
         if s.fingerprint:
             label = "host offers" if s.known_fingerprints else "host key"
-            lines.append(f"{label}: {neutralise(s.fingerprint)}")
+            text.append(f"\n{label}: {neutralise(s.fingerprint)}")
         if s.known_hosts and not s.connected:
-            lines.append(f"checked against: {safe(s.known_hosts, 400)}")
+            text.append(f"\nchecked against: {safe(s.known_hosts, 400)}")
         if s.error:
-            lines.append(f"error: {neutralise_block(s.error[:4000])}")
+            text.append("\nerror: ", style="bold")
+            text.append(neutralise_block(s.error[:4000]), style="fail.soft")
         if s.remedy:
-            lines.append(f"remedy: {neutralise_block(s.remedy[:4000])}")
-        self.query_one("#host-detail", Static).update(Text("\n".join(lines)))
+            text.append("\nremedy: ", style="bold")
+            text.append(neutralise_block(s.remedy[:4000]))
+        self.query_one("#host-detail", Static).update(text)
 
     @property
     def statuses(self) -> list[HostStatus]:

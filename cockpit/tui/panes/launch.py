@@ -20,7 +20,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Log, Static
 from textual.worker import Worker, WorkerState
@@ -32,8 +32,9 @@ from cockpit.recipe.replace import ReplaceItem, execute_replace
 from cockpit.recipe.stop import StopItem, execute_stop, plan_stop
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise
-from cockpit.tui.confirm import ConfirmCommands, ConfirmResult
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.dialogs import ConfirmCommands, ConfirmResult
+from cockpit.tui.pane import Pane
 from cockpit.tui.widgets.timeline import TimelineView
 
 CONTEXT_SHOWN = 400
@@ -68,8 +69,11 @@ class Notice(Message):
     style: str = ""
 
 
-class LaunchPane(Vertical, can_focus=True):
+class LaunchPane(Pane, can_focus=True):
     """The cluster's verdict, dry-run commands, the timeline, and the first failure's cause and context."""
+
+    TITLE = "Launch"
+    HEADLESS = "r37-cockpit launch --dry-run"
 
     BINDINGS = [
         Binding("d", "dry_run", "Dry run", id="launch.dry_run"),
@@ -86,9 +90,8 @@ class LaunchPane(Vertical, can_focus=True):
     LaunchPane #launch-notice { height: auto; padding: 0 1; }
     """
 
-    def __init__(self, ctx: CockpitContext, **kwargs: object):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.ctx = ctx
+    def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
+        super().__init__(ctx, id=id, classes=classes)
         self.cfg = ctx.config
         self.dry: dict[int, L.DryRun] = {}
         self.gate: L.Gate | None = None
@@ -118,12 +121,6 @@ class LaunchPane(Vertical, can_focus=True):
         self.query_one("#launch-context", Log).display = False
         self.refresh_view()
         self.set_interval(1.0, self._tick)
-
-    def on_show(self) -> None:
-        """Shown as the active pane: take the focus so its keys work."""
-        focused = self.app.focused
-        if focused is None or self not in focused.ancestors_with_self:
-            self.focus()
 
     def _tick(self) -> None:
         if self.is_on_screen:

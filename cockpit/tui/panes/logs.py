@@ -26,7 +26,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Input, Static, Tab, TabbedContent, TabPane, Tabs
+from textual.widgets import Input, Static, Tab, Tabs
 
 from cockpit.telemetry.logfilter import FilteredView, FilterError, LineFilter, Signatures
 from cockpit.telemetry.logs import (
@@ -39,6 +39,7 @@ from cockpit.telemetry.logs import (
     save_lines,
 )
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.pane import Pane
 from cockpit.tui.widgets.logview import PLAIN, FollowPaused, LogView
 
 FLUSH_EVERY = 0.05
@@ -157,8 +158,11 @@ class ErrorFound(Message):
     generation: int
 
 
-class LogsPane(Vertical):
+class LogsPane(Pane):
     """Tabs (merged, r0…rN), the log view, a filter line and a status line."""
+
+    TITLE = "Logs"
+    HEADLESS = "r37-cockpit logs"
 
     FOCUS = "#logs-view"  # the app focuses the log view when this pane is shown (its keys work at once)
 
@@ -187,9 +191,9 @@ class LogsPane(Vertical):
     ]
 
     def __init__(self, ctx: CockpitContext, *, capacity: int | None = None, autostart: bool = True,
-                 flush_every: float = FLUSH_EVERY, **kwargs: object):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.ctx = ctx
+                 flush_every: float = FLUSH_EVERY, id: str | None = None,
+                 classes: str | None = None):
+        super().__init__(ctx, id=id, classes=classes)
         self.ranks: list[int] = list(ctx.config.ranks)
         configured = getattr(getattr(ctx.config, "ui", None), "log_buffer_lines", None)
         cap = capacity or int(configured or DEFAULT_CAPACITY)
@@ -224,23 +228,6 @@ class LogsPane(Vertical):
     @property
     def view(self) -> LogView:
         return self.query_one(LogView)
-
-    def on_show(self) -> None:
-        """Take the keys when this pane's own tab has been shown (never at mount: focusing a widget in a
-        hidden tab would make the app switch to that tab)."""
-        self.call_after_refresh(self._focus_if_shown)
-
-    def _focus_if_shown(self) -> None:
-        if self._tab_shown() and not self.query_one("#logs-filter", Input).has_focus:
-            self.view.focus()
-
-    def _tab_shown(self) -> bool:
-        """Whether the app's tabbed content shows this pane now (standalone: whether it is displayed)."""
-        pane_tab = next((a for a in self.ancestors if isinstance(a, TabPane)), None)
-        tabbed = next((a for a in self.ancestors if isinstance(a, TabbedContent)), None)
-        if pane_tab is None or tabbed is None:
-            return self.is_mounted and self.display
-        return tabbed.active == pane_tab.id
 
     def on_mount(self) -> None:
         self.view.set_source(_BufferSource(self.store, None))
@@ -369,7 +356,7 @@ class LogsPane(Vertical):
         if tab_id != self.tab:
             self.tab = tab_id
             self._show_view()
-        if self._tab_shown():
+        if self.shown:
             self.view.focus()
 
     def action_tab(self, step: int) -> None:

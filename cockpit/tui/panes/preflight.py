@@ -12,7 +12,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
@@ -31,6 +31,7 @@ from cockpit.recipe.preflight import CHECKS, run_preflight
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import clip, neutralise, neutralise_block
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.pane import Pane
 
 STYLE = {Verdict.PASS: "green", Verdict.WARN: "bold yellow", Verdict.FAIL: "bold red",
          Verdict.UNKNOWN: "magenta"}
@@ -74,8 +75,12 @@ class PreflightDetail(ModalScreen[None]):
             yield Static(text, id="preflight-detail-text", markup=False)
 
 
-class PreflightPane(Vertical):
+class PreflightPane(Pane):
     """Grouped table of check results with a status line; workers run the checks over the fleet."""
+
+    TITLE = "Preflight"
+    HEADLESS = "r37-cockpit preflight"
+    FOCUS = "#preflight-table"
 
     BINDINGS = [
         Binding("a", "run_all", "Run all", id="preflight.run_all"),
@@ -92,9 +97,8 @@ class PreflightPane(Vertical):
     class Event(Message):
         event: PreflightEvent
 
-    def __init__(self, ctx: CockpitContext, **kwargs: object):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.ctx = ctx
+    def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
+        super().__init__(ctx, id=id, classes=classes)
         self.results: dict[tuple[str, int], CheckResult] = {}
         self.rows: list[GroupRow] = []
         self.pending: set[tuple[str, int]] = set()
@@ -110,9 +114,6 @@ class PreflightPane(Vertical):
         table = self.query_one(DataTable)
         for col in COLUMNS:
             table.add_column(col, key=col)
-
-    def on_show(self) -> None:
-        self.query_one(DataTable).focus()   # the pane's keys work as soon as its tab is shown
 
     # ---- events (from the worker, or fed directly by tests) ------------------------------------------
 

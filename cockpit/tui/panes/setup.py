@@ -10,7 +10,6 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Log, Static
 
@@ -33,8 +32,9 @@ from cockpit.recipe.setup_model import (
 )
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise_block, safe
-from cockpit.tui.confirm import ConfirmCommands, ConfirmResult
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.dialogs import ConfirmCommands, ConfirmResult
+from cockpit.tui.pane import Pane
 
 CHOICES = (*JOBS, "all")
 COLUMNS = ("rank", "host", "job", "step", "progress", "done", "rate", "ETA", "state")
@@ -81,8 +81,12 @@ def progress_done(p: Progress | None) -> str:
     return " · ".join(parts)
 
 
-class SetupPane(Vertical, can_focus=True):
+class SetupPane(Pane, can_focus=True):
     """Job chooser, per-rank progress table, job log and a status line."""
+
+    TITLE = "Setup"
+    HEADLESS = "r37-cockpit setup all"
+    FOCUS = "#setup-table"
 
     BINDINGS = [
         Binding("j", "next_job", "Job", id="setup.next_job"),
@@ -111,9 +115,8 @@ class SetupPane(Vertical, can_focus=True):
         error: str = ""
         confirm: bool = True
 
-    def __init__(self, ctx: CockpitContext, **kwargs: object):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.ctx = ctx
+    def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
+        super().__init__(ctx, id=id, classes=classes)
         self.job = "all"
         self.rank_filter: int | None = None
         self.rows: dict[int, RankRow] = {r: RankRow(r) for r in ctx.config.ranks}
@@ -135,11 +138,6 @@ class SetupPane(Vertical, can_focus=True):
         for col in COLUMNS:
             table.add_column(col, key=col)
         self.refresh_view()
-
-    def on_show(self) -> None:
-        focused = self.app.focused
-        if focused is None or self not in focused.ancestors_with_self:
-            self.query_one(DataTable).focus()
 
     # ---- rendering ----------------------------------------------------------------------------------
 

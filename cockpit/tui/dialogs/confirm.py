@@ -1,8 +1,9 @@
-"""ConfirmCommands: the modal every host-changing action goes through.
+"""The confirm dialogs: `Confirm` asks one yes/no question; `ConfirmCommands` is the modal every
+host-changing action goes through.
 
-It shows the EXACT command line that will run on each host; Enter or `y` confirms, Esc or `n` cancels.
-With `override_label`, the caller asks the operator to explicitly override a failed gate (e.g.
-preflight failures): `o` ticks the box, and confirming is only possible once it is ticked.
+`ConfirmCommands` shows the EXACT command line that will run on each host; Enter or `y` confirms, Esc or
+`n` cancels. With `override_label`, the caller asks the operator to explicitly override a failed gate
+(e.g. preflight failures): `o` ticks the box, and confirming is only possible once it is ticked.
 """
 
 from __future__ import annotations
@@ -17,6 +18,39 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from cockpit.tui.keys import hints
+
+
+class Confirm(ModalScreen[bool]):
+    """A question; `y` answers yes, Esc or `n` no. `yes`/`no` name what each answer does."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+        Binding("escape,n", "answer(False)", "No", id="confirm.no"),
+    ]
+    DEFAULT_CSS = """
+    Confirm { align: center middle; }
+    Confirm > Vertical { width: 90; max-width: 95%; height: auto; border: thick $warning;
+                         background: $surface; padding: 0 1; }
+    Confirm .confirm-keys { padding-top: 1; }
+    """
+
+    def __init__(self, question: str, *, yes: str = "yes", no: str = "no", detail: str = ""):
+        super().__init__()
+        self.question, self.yes, self.no, self.detail = question, yes, no, detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(self.question, style="bold"), markup=False, classes="confirm-question")
+            if self.detail:
+                yield Static(Text(self.detail), markup=False, classes="confirm-detail")
+            yield Static(hints(self, ("answer(True)", "answer(False)"),
+                               labels={"answer(True)": self.yes, "answer(False)": self.no}),
+                         markup=False, classes="confirm-keys")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
 
 @dataclass(frozen=True)
 class ConfirmResult:
@@ -29,9 +63,9 @@ class ConfirmCommands(ModalScreen[ConfirmResult | None]):
     """Shows `(host label, command line)` pairs; dismisses with a ConfirmResult, or None on cancel."""
 
     BINDINGS = [
-        Binding("enter,y", "confirm", "Confirm", id="confirm.yes"),
-        Binding("escape,n", "cancel", "Cancel", id="confirm.no"),
-        Binding("o", "toggle_override", "Override", id="confirm.override", show=False),
+        Binding("enter,y", "confirm", "Run these commands", id="confirm.run"),
+        Binding("escape,n", "cancel", "Cancel", id="confirm.cancel"),
+        Binding("o", "toggle_override", "Tick the override to allow", id="confirm.override", show=False),
     ]
     DEFAULT_CSS = """
     ConfirmCommands { align: center middle; }
@@ -40,7 +74,7 @@ class ConfirmCommands(ModalScreen[ConfirmResult | None]):
     ConfirmCommands #confirm-commands { height: auto; max-height: 24; }
     ConfirmCommands .confirm-title { text-style: bold; padding-bottom: 1; }
     ConfirmCommands #confirm-override { padding-top: 1; }
-    ConfirmCommands #confirm-keys { padding-top: 1; color: $text-muted; }
+    ConfirmCommands #confirm-keys { padding-top: 1; }
     """
 
     def __init__(self, title: str, commands: Sequence[tuple[str, str]], *, note: str = "",
@@ -57,22 +91,24 @@ class ConfirmCommands(ModalScreen[ConfirmResult | None]):
             yield Static(Text(self.title_text), classes="confirm-title")
             with VerticalScroll(id="confirm-commands"):
                 for label, line in self.commands:
-                    yield Static(Text.assemble((f"{label}\n", "bold"), ("  $ ", "dim"), (line, "cyan")),
+                    yield Static(Text.assemble((f"{label}\n", "bold"), ("  $ ", "muted"), (line, "command")),
                                  markup=False)
             if self.note:
-                yield Static(Text(self.note, style="yellow"), id="confirm-note")
+                yield Static(Text(self.note, style="warn.soft"), id="confirm-note")
             if self.override_label is not None:
                 yield Static(self._override_text(), id="confirm-override")
             yield Static(self._keys_text(), id="confirm-keys")
 
     def _override_text(self) -> Text:
         box = "[x]" if self.override else "[ ]"
-        return Text.assemble((f"{box} ", "bold"), (self.override_label or "", "bold red"), ("  (o)", "dim"))
+        key = hints(self, ("toggle_override",)).plain.split(" ", 1)[0]
+        return Text.assemble((f"{box} ", "bold"), (self.override_label or "", "fail"),
+                             (f"  ({key})", "muted"))
 
     def _keys_text(self) -> Text:
         if self.override_label is not None and not self.override:
-            return Text("o tick the override to allow · Esc cancel")
-        return Text("Enter / y run these commands · Esc / n cancel")
+            return hints(self, ("toggle_override", "cancel"))
+        return hints(self, ("confirm", "cancel"))
 
     def action_toggle_override(self) -> None:
         if self.override_label is None:
@@ -89,29 +125,3 @@ class ConfirmCommands(ModalScreen[ConfirmResult | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
-
-
-class ConfirmQuit(ModalScreen[bool]):
-    """Quit while something is in progress? `y` quits, Esc or `n` stays."""
-
-    BINDINGS = [
-        Binding("y", "answer(True)", "Quit", id="quit.yes"),
-        Binding("escape,n", "answer(False)", "Stay", id="quit.no"),
-    ]
-    DEFAULT_CSS = """
-    ConfirmQuit { align: center middle; }
-    ConfirmQuit > Vertical { width: 70%; height: auto; border: thick $warning; background: $surface;
-                             padding: 0 1; }
-    """
-
-    def __init__(self, why: str):
-        super().__init__()
-        self.why = why
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(Text(f"Quit now? {self.why}.", style="bold"), markup=False)
-            yield Static(Text("y quit · Esc / n stay"), markup=False)
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)

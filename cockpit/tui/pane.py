@@ -1,0 +1,110 @@
+"""The Pane base: what every pane of the cockpit is and does the same way.
+
+A pane gets the app's :class:`CockpitContext`, names the widget that takes the keyboard (``FOCUS``, a
+selector; none: the pane itself), takes the focus when it is shown, builds its key hints from its own
+bindings (so a key remapped in ``[ui.keymap]`` shows as remapped), redraws when the theme changes
+(:meth:`refresh_view`), and shows a failed worker's error and remedy on its error line instead of
+swallowing it. Panes keep no verdict of their own: they render the context's live model.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widget import Widget
+from textual.widgets import Static, TabbedContent, TabPane
+
+from cockpit.tui.context import CockpitContext
+from cockpit.tui.keys import current_bindings, hints, key_for
+
+
+class Pane(Vertical):
+    """Base of every pane (subclasses set TITLE, HEADLESS, BINDINGS, and FOCUS or can_focus)."""
+
+    TITLE: ClassVar[str] = ""
+    """The tab's title (its number comes from the pane's place in the app's registry)."""
+    HEADLESS: ClassVar[str] = ""
+    """The headless command that does what this pane does (quoted in worker-error remedies)."""
+    FOCUS: ClassVar[str | None] = None
+    """Selector of the widget that takes the keyboard when the pane is shown; None: the pane itself."""
+    HINTS: ClassVar[tuple[str, ...] | None] = None
+    """Actions (names, without parameters) the key hints list, in order; None: every shown binding."""
+
+    DEFAULT_CSS = """
+    Pane > #pane-error { height: auto; padding: 0 1; display: none; }
+    Pane > #pane-error.shown { display: block; }
+    """
+
+    def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self.ctx = ctx
+        self.worker_error: Text | None = None
+
+    # ---- focus ----------------------------------------------------------------------------------------
+
+    @property
+    def keyboard_widget(self) -> Widget:
+        return self.query_one(self.FOCUS) if self.FOCUS else self
+
+    def take_focus(self) -> None:
+        """Give the keys to this pane's keyboard widget, unless the focus is in the pane already."""
+        focused = self.app.focused
+        if focused is not None and self in focused.ancestors_with_self:
+            return
+        self.keyboard_widget.focus()
+
+    def on_show(self) -> None:
+        """Shown: take the keys once the tab is really the active one (focusing a widget in a hidden tab
+        would make the tabbed content switch to it)."""
+        self.call_after_refresh(self._focus_if_shown)
+
+    def _focus_if_shown(self) -> None:
+        if self.is_mounted and self.shown:
+            self.take_focus()
+
+    @property
+    def shown(self) -> bool:
+        """Whether the app's tabs show this pane now (standalone: whether it is displayed)."""
+        tab = next((a for a in self.ancestors if isinstance(a, TabPane)), None)
+        tabbed = next((a for a in self.ancestors if isinstance(a, TabbedContent)), None)
+        if tab is None or tabbed is None:
+            return self.display
+        return tabbed.active == tab.id
+
+    # ---- keys -----------------------------------------------------------------------------------------
+
+    def bindings(self) -> list[tuple[Binding, str]]:
+        """This pane's bindings as the keymap has them now: (binding, key shown)."""
+        return current_bindings(self)
+
+    def key_for(self, action: str) -> str:
+        """The key bound to `action` now (e.g. "d"); "" when none is (disabled or unbound)."""
+        return key_for(self, action)
+
+    def key_hints(self, actions: tuple[str, ...] | None = None, labels: dict[str, str] | None = None) -> Text:
+        """ "d dry run · l launch · …": a status line's hints, from the bindings (HINTS by default)."""
+        return hints(self, actions if actions is not None else self.HINTS, labels=labels)
+
+    # ---- rendering ------------------------------------------------------------------------------------
+
+    def refresh_view(self) -> None:
+        """Draw the pane from the model again (the theme changed, the keymap changed, …)."""
+
+    def on_mount(self) -> None:
+        self.mount(Static(id="pane-error", markup=False))
+
+    # ---- worker errors --------------------------------------------------------------------------------
+
+    def show_worker_error(self, text: Text | None) -> None:
+        """Show (or, with None, clear) the error line of a failed worker."""
+        self.worker_error = text
+        lines = self.query("#pane-error")
+        if not lines:
+            return
+        line = lines.first(Static)
+        line.update(text if text is not None else "")
+        line.set_class(text is not None, "shown")
+
