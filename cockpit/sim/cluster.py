@@ -32,6 +32,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
@@ -81,7 +82,7 @@ class Manifest:
     dir: str
     pids: list[int] = field(default_factory=list)
     netns: list[str] = field(default_factory=list)
-    extra: dict[str, object] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # JSON, keys per kind (lab: see lab.new_manifest)
     files: dict[str, str | None] = field(default_factory=dict)   # name -> sha256 of what the sim wrote
     dirs: list[str] = field(default_factory=list)                # directories the sim made (or reuses)
     state: str = "up"
@@ -354,8 +355,9 @@ def demo_up(cluster_dir: Path, *, n: int = 4, speed: float = DEMO_SPEED) -> Path
              for r in range(n)]
     generate_keys(cluster_dir, n, manifest)
     hub = prepare_hosts(cluster_dir, specs, demo=True, manifest=manifest)
+    user = getpass.getuser()
     plan = {
-        "user": getpass.getuser(),
+        "user": user,
         "authorized_keys": str(cluster_dir / "id_ed25519.pub"),
         "path_dirs": [str(cluster_dir / "bin")],
         "hosts": [{"root": str(host_root(cluster_dir, s.rank)),
@@ -375,7 +377,7 @@ def demo_up(cluster_dir: Path, *, n: int = 4, speed: float = DEMO_SPEED) -> Path
     manifest.save(cluster_dir)
     ready = _wait_for(ready_file, 30, proc, log)
     record_written(cluster_dir, manifest, "demo-ready.json")
-    plans = [HostPlan(s.rank, "127.0.0.1", ready["ports"][s.rank], plan["user"],
+    plans = [HostPlan(s.rank, "127.0.0.1", ready["ports"][s.rank], user,
                       host_root(cluster_dir, s.rank), s) for s in specs]
     return write_client_files(cluster_dir, plans, hub, per_host_paths=True, speed=speed, manifest=manifest)
 

@@ -16,7 +16,9 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import cast
 
 import asyncssh
 
@@ -91,7 +93,7 @@ class ShellSession(asyncssh.SSHServerSession):
             else:
                 self._chan.exit(status)
 
-    async def _pump(self, reader: asyncio.StreamReader | None, write) -> None:  # type: ignore[no-untyped-def]
+    async def _pump(self, reader: asyncio.StreamReader | None, write: Callable[[bytes], object]) -> None:
         if reader is None:
             return
         while True:
@@ -147,14 +149,19 @@ class HostServer(asyncssh.SSHServer):
     def begin_auth(self, username: str) -> bool:
         return True
 
-    def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int):  # type: ignore[no-untyped-def]
+    def connection_requested(
+        self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
+    ) -> Awaitable[asyncssh.SSHTCPSession[bytes]]:
         """Forward 127.0.0.1:PORT to this host's own address; allow peers' fabric addresses; nothing else."""
         target = self._host.local_addr if dest_host in LOCAL_NAMES else dest_host
         if target not in self._host.allowed_targets:
             raise asyncssh.ChannelOpenError(asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
                                             f"{dest_host} is outside the simulated cluster")
         assert self._conn is not None
-        return self._conn.forward_connection(target, dest_port)
+        # the forwarder serves as the channel's session: asyncssh casts its own forward_connection() alike
+        return cast(
+            "Awaitable[asyncssh.SSHTCPSession[bytes]]", self._conn.forward_connection(target, dest_port)
+        )
 
     def session_requested(self) -> asyncssh.SSHServerSession:
         return ShellSession(self._host)

@@ -362,8 +362,8 @@ def start_hosts(cluster_dir: Path, manifest: Manifest, specs: list[layout.HostSp
     """Each host's sshd in its namespaces (host roots and DIR/bin must exist), then the watcher."""
     extra = manifest.extra
     names = LabNames(str(extra["lab_id"]), len(manifest.netns))
-    mgmt_ips = [str(ip) for ip in extra["mgmt_ips"]]  # type: ignore[union-attr]
-    srv_bytes = int(extra["srv_bytes"])  # type: ignore[arg-type]
+    mgmt_ips = [str(ip) for ip in extra["mgmt_ips"]]
+    srv_bytes = int(extra["srv_bytes"])
     lab = own_dir(cluster_dir, manifest, "lab")
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)        # sshd's privilege separation dir
     Path(HOST_ROOT_MOUNT).mkdir(parents=True, exist_ok=True)  # mount points (left empty in the root ns)
@@ -381,7 +381,7 @@ def start_hosts(cluster_dir: Path, manifest: Manifest, specs: list[layout.HostSp
                            host_root(cluster_dir, spec.rank), cluster_dir / "bin", config, bashrc),
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
         procs.append((proc, log))
-        extra["sshd_pids"].append(proc.pid)  # type: ignore[union-attr]
+        extra["sshd_pids"].append(proc.pid)
         manifest.save(cluster_dir)
     for spec, (proc, log) in zip(specs, procs, strict=True):
         _wait_for_sshd(mgmt_ips[spec.rank], proc, log)
@@ -547,8 +547,8 @@ def watch(cluster_dir: Path) -> int:
     names = LabNames(lab_id, len(manifest.netns))
     hosts = [WatchedHost(rank=r, root=Path(str(root)), netns=names.netns(r),
                          links=[names.mgmt_veth(r), names.fabric_veth(r)], sshd_pid=int(pid))
-             for r, (root, pid) in enumerate(zip(extra["host_roots"], extra["sshd_pids"], strict=True))]  # type: ignore[arg-type]
-    srv_bytes = int(extra["srv_bytes"])  # type: ignore[arg-type]
+             for r, (root, pid) in enumerate(zip(extra["host_roots"], extra["sshd_pids"], strict=True))]
+    srv_bytes = int(extra["srv_bytes"])
     stop = False
 
     def on_term(signum: int, frame: object) -> None:

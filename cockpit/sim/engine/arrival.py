@@ -22,10 +22,10 @@ from aiohttp.typedefs import Handler
 
 from cockpit import kstamp
 
-try:
-    from asyncio.selector_events import _SelectorSocketTransport
+try:  # typeshed does not describe this private class: it is Any to the checker
+    from asyncio.selector_events import _SelectorSocketTransport  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - another asyncio
-    _SelectorSocketTransport = None  # type: ignore[assignment,misc]
+    _SelectorSocketTransport = None
 
 _MAX_AGE = 5.0  # a stamp older than this is a wall-clock step, not a queued request
 
@@ -37,7 +37,7 @@ def _monotonic_of(ancdata: list[tuple[int, int, bytes]]) -> float:
 
 if _SelectorSocketTransport is not None and kstamp.SO_TIMESTAMPNS is not None:
 
-    class StampedTransport(_SelectorSocketTransport):  # type: ignore[misc,valid-type]
+    class StampedTransport(_SelectorSocketTransport):
         """A TCP transport that notes when the kernel received the first bytes since the last reset."""
 
         first_rx: float | None = None
@@ -73,7 +73,7 @@ if _SelectorSocketTransport is not None and kstamp.SO_TIMESTAMPNS is not None:
     class StampingLoop(asyncio.SelectorEventLoop):
         """A selector event loop whose plain TCP transports are :class:`StampedTransport`."""
 
-        async def create_server(self, *args: Any, **kwargs: Any) -> asyncio.Server:  # type: ignore[override]
+        async def create_server(self, *args: Any, **kwargs: Any) -> asyncio.Server:
             """As asyncio's, with stamping on the listening sockets: accepted sockets inherit it, so
             a request sent right after connecting (before the accept) is stamped too."""
             server = await super().create_server(*args, **kwargs)
@@ -82,7 +82,7 @@ if _SelectorSocketTransport is not None and kstamp.SO_TIMESTAMPNS is not None:
             await kstamp.ensure_live()  # the kernel turns stamping on a little later: wait for it
             return server
 
-        def _make_socket_transport(  # type: ignore[override]
+        def _make_socket_transport(
             self, sock: socket.socket, protocol: asyncio.BaseProtocol, waiter: Any = None, *,
             extra: Any = None, server: Any = None,
         ) -> asyncio.Transport:

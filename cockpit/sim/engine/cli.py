@@ -125,13 +125,13 @@ def parse_serve(argv: list[str]) -> ServeArgs:
         if getattr(ns, key) != default:
             nd[key] = getattr(ns, key)
     nd["model"] = ns.model_tag
-    for key, default in (
+    for key, engine_default in (
         ("max_model_len", None),
         ("tensor_parallel_size", 1),
         ("max_num_seqs", 256),
         ("gpu_memory_utilization", 0.9),
     ):
-        if getattr(ns, key) != default:
+        if getattr(ns, key) != engine_default:
             nd[key] = getattr(ns, key)
     if ns.served_model_name:
         nd["served_model_name"] = ns.served_model_name

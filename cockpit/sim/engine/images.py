@@ -12,6 +12,7 @@ import struct
 import zlib
 from collections import Counter
 from dataclasses import dataclass
+from typing import Required, TypedDict
 
 RGB = tuple[int, int, int]
 
@@ -207,7 +208,22 @@ def _runs(names: list[str]) -> list[str]:
     return out
 
 
-def analyse(img: Image) -> dict[str, object]:
+class Analysis(TypedDict, total=False):
+    """What analyse found: kind, plus the keys that kind carries."""
+
+    kind: Required[str]  # stripes / grid / plain / unknown
+    orientation: str  # stripes: vertical / horizontal
+    colours: list[str]  # stripes: one per stripe; grid: top-left, top-right, bottom-left, bottom-right
+    dominant: str  # plain
+
+
+def _all_named(cells: list[str | None]) -> list[str] | None:
+    """The cells as names if every one has a name (the `all(cells)` test, narrowed), else None."""
+    names = [c for c in cells if c]
+    return names if len(names) == len(cells) else None
+
+
+def analyse(img: Image) -> Analysis:
     """Classify an image: kind in stripes / grid / plain / unknown, with colours."""
     if not img.rows or not img.rows[0]:
         return {"kind": "unknown"}
@@ -215,13 +231,13 @@ def analyse(img: Image) -> dict[str, object]:
     h, w = len(grid), len(grid[0])
     flat = [c for row in grid for c in row]
     dominant = Counter(flat).most_common(1)[0][0]
-    cols = [_uniform([grid[y][x] for y in range(h)], 0.95) for x in range(w)]
-    rows = [_uniform(grid[y], 0.95) for y in range(h)]
-    if all(cols) and len(_runs(cols)) >= 2:  # type: ignore[arg-type]
-        return {"kind": "stripes", "orientation": "vertical", "colours": _runs(cols)}  # type: ignore[arg-type]
-    if all(rows) and len(_runs(rows)) >= 2:  # type: ignore[arg-type]
-        return {"kind": "stripes", "orientation": "horizontal", "colours": _runs(rows)}  # type: ignore[arg-type]
-    quads = []
+    cols = _all_named([_uniform([grid[y][x] for y in range(h)], 0.95) for x in range(w)])
+    rows = _all_named([_uniform(grid[y], 0.95) for y in range(h)])
+    if cols is not None and len(_runs(cols)) >= 2:
+        return {"kind": "stripes", "orientation": "vertical", "colours": _runs(cols)}
+    if rows is not None and len(_runs(rows)) >= 2:
+        return {"kind": "stripes", "orientation": "horizontal", "colours": _runs(rows)}
+    quads: list[str | None] = []
     for qy in (0, 1):
         for qx in (0, 1):
             cells = [
@@ -230,22 +246,23 @@ def analyse(img: Image) -> dict[str, object]:
                 for x in range(qx * w // 2, (qx + 1) * w // 2)
             ]
             quads.append(_uniform(cells, 0.85) if cells else None)
-    if all(quads) and len(set(quads)) >= 2:
-        return {"kind": "grid", "colours": quads}
+    named = _all_named(quads)
+    if named is not None and len(set(named)) >= 2:
+        return {"kind": "grid", "colours": named}
     return {"kind": "plain", "dominant": dominant}
 
 
 def describe_one(img: Image) -> str:
     a = analyse(img)
     if a["kind"] == "stripes":
-        colours: list[str] = a["colours"]  # type: ignore[assignment]
+        colours = a["colours"]
         return (
             f"{number_word(len(colours))} {a['orientation']} stripes, from "
             f"{'left to right' if a['orientation'] == 'vertical' else 'top to bottom'}: "
             f"{', '.join(colours)}"
         )
     if a["kind"] == "grid":
-        tl, tr, bl, br = a["colours"]  # type: ignore[misc]
+        tl, tr, bl, br = a["colours"]
         return (
             f"a 2x2 grid of coloured squares: top-left {tl}, top-right {tr}, "
             f"bottom-left {bl}, bottom-right {br}"

@@ -180,13 +180,14 @@ class WorkerLink:
     async def try_join(self, addr: str, port: int) -> bool:
         """One attempt: connect, say hello and wait for the welcome (False if the head is not there)."""
         try:
-            self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(addr, port), 3)
-            await _send(self.writer, {"op": "hello", "rank": self.rank, "host": self.host})
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(addr, port), 3)
+            self.reader, self.writer = reader, writer
+            await _send(writer, {"op": "hello", "rank": self.rank, "host": self.host})
         except (TimeoutError, OSError):
             return False
         self._tasks.append(asyncio.create_task(self._heartbeat()))
         while True:
-            msg = await _recv(self.reader)
+            msg = await _recv(reader)
             if msg is None:
                 self._close()
                 return False

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 
 from cockpit.sim.procs import alive
 from cockpit.sim.tools import _host
@@ -92,9 +93,11 @@ def save_image(img: dict) -> None:
 
 def read_state(cid: str) -> dict:
     """`.State` of a container; a 'running' container whose shim is gone is reported dead-exited."""
-    st = _host.read_json(os.path.join(container_dir(cid), "state.json"), None)
-    if not isinstance(st, dict):
-        st = {
+    raw = _host.read_json(os.path.join(container_dir(cid), "state.json"), None)
+    st: dict[str, Any] = (
+        raw
+        if isinstance(raw, dict)
+        else {
             "Status": "created",
             "Running": False,
             "Paused": False,
@@ -107,6 +110,7 @@ def read_state(cid: str) -> dict:
             "StartedAt": ZERO_TIME,
             "FinishedAt": ZERO_TIME,
         }
+    )
     if st.get("Running") and not alive(int(st.get("ShimPid", 0))):
         st.update(Status="exited", Running=False, Pid=0, ExitCode=255, FinishedAt=_host.rfc3339nano())
     return st

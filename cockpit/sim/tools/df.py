@@ -107,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         ]
     table = [head, *rows]
     widths = [max(len(r[i]) for r in table) for i in range(5)]
-    for r in table:
-        cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, 5)]
-        sys.stdout.write(" ".join(cells) + " " + r[5] + "\n")
+    for row in table:
+        cells = [row[0].ljust(widths[0])] + [row[i].rjust(widths[i]) for i in range(1, 5)]
+        sys.stdout.write(" ".join(cells) + " " + row[5] + "\n")
     return rc
 
 

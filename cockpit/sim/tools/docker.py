@@ -594,7 +594,8 @@ def cmd_run(args: list[str]) -> int:
 
     vals, bools, image_ref, cmd = parse_run(args)
     detach = bool(bools & {"-d", "--detach", "-dit", "-itd"})
-    name = (_get(vals, "--name") or [None])[-1]
+    names = _get(vals, "--name")
+    name = names[-1] if names else None
     if name is not None and not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*", name):
         raise DockerError(
             f"docker: Error response from daemon: Invalid container name ({name}), only "

@@ -74,6 +74,7 @@ def _eth(index: int, name: str, mac: str, up: bool, mtu: int, ip: str | None, pr
     flags = (
         ["BROADCAST", "MULTICAST", "UP", "LOWER_UP"] if up else ["NO-CARRIER", "BROADCAST", "MULTICAST", "UP"]
     )
+    addr_info: list[dict] = []
     d = {
         "ifindex": index,
         "ifname": name,
@@ -86,14 +87,14 @@ def _eth(index: int, name: str, mac: str, up: bool, mtu: int, ip: str | None, pr
         "link_type": "ether",
         "address": mac,
         "broadcast": "ff:ff:ff:ff:ff:ff",
-        "addr_info": [],
+        "addr_info": addr_info,
     }
     if ip:
         octets = [int(x) for x in ip.split(".")]
         host_bits = 32 - prefix
         n = int.from_bytes(bytes(octets), "big") | ((1 << host_bits) - 1)
         brd = ".".join(str(b) for b in n.to_bytes(4, "big"))
-        d["addr_info"].append(
+        addr_info.append(
             {
                 "family": "inet",
                 "local": ip,

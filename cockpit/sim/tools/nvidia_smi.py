@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 from cockpit.sim.tools import _host
 
@@ -75,7 +76,7 @@ APP_FIELDS = {
 def readings() -> dict:
     """Current GPU readings (gpu.json merged over idle, faults applied)."""
     data = _host.read_json(os.path.join(_host.run_dir(), "gpu.json"), {})
-    r = dict(IDLE)
+    r: dict[str, Any] = dict(IDLE)  # JSON values (gpu.json is written by the sim engine)
     if isinstance(data, dict):
         r.update({k: v for k, v in data.items() if v is not None})
     util = max(0, min(100, int(r["utilization"])))

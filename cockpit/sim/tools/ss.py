@@ -35,7 +35,7 @@ def _addr(hexaddr: str) -> tuple[str, int]:
 
 
 def sockets(bind: str) -> list[dict]:
-    out = []
+    out: list[dict] = []
     try:
         with open("/proc/net/tcp") as f:
             rows = f.read().splitlines()[1:]

@@ -44,7 +44,9 @@ def revision(model: str) -> str | None:
 
 
 def write_overlay(path: str, shard: int, rank: int, rows: dict[int, list[int]]) -> int:
-    header = {"__metadata__": {"format": "pt", "r37_overlay": f"rank{rank}", "shard": str(shard)}}
+    header: dict[str, dict[str, object]] = {
+        "__metadata__": {"format": "pt", "r37_overlay": f"rank{rank}", "shard": str(shard)}
+    }
     for layer, (start, end) in rows.items():
         header[f"model.layers.{layer}.engram.rows"] = {
             "dtype": "F8_E4M3",
