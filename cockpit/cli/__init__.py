@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
 import sys
 import traceback
@@ -12,6 +10,17 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from cockpit import __version__
+from cockpit.cli import (
+    chat_cmd,
+    config_cmd,
+    hosts_cmd,
+    launch_cmd,
+    logs_cmd,
+    preflight_cmd,
+    setup_cmd,
+    sim_cmd,
+    tui_cmd,
+)
 from cockpit.cli.common import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -25,21 +34,10 @@ from cockpit.cli.common import (
 from cockpit.config import ConfigError
 from cockpit.errorcodes import CODES
 
-# One module per command group, each with `register(subparsers)`; listed in help order. A module that
-# is not there (yet) is left out.
-COMMAND_MODULES = (
-    "tui_cmd", "config_cmd", "hosts_cmd", "preflight_cmd", "setup_cmd", "launch_cmd", "logs_cmd",
-    "chat_cmd", "bench_cmd", "sim_cmd",
+# One module per command group, each with `register(subparsers)`, in help order.
+COMMANDS: tuple[ModuleType, ...] = (
+    tui_cmd, config_cmd, hosts_cmd, preflight_cmd, setup_cmd, launch_cmd, logs_cmd, chat_cmd, sim_cmd,
 )
-
-
-def _commands() -> list[ModuleType]:
-    found = []
-    for name in COMMAND_MODULES:
-        full = f"cockpit.cli.{name}"
-        if importlib.util.find_spec(full) is not None:
-            found.append(importlib.import_module(full))
-    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="cluster.toml (default: ./cluster.toml, then "
                              "$XDG_CONFIG_HOME/r37-cockpit/cluster.toml)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _commands():
+    for module in COMMANDS:
         module.register(sub)
     for child in _subparsers(parser):
         child.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,

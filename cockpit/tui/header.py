@@ -1,52 +1,87 @@
-"""The cockpit's top line: cluster name, host connections and the live model's verdict."""
+"""The cockpit's top line: cluster name, host connections and the live model's verdict.
+
+It renders the core's model (host statuses, the cluster timeline's verdict and API status) and keeps no
+verdict of its own. On a narrow terminal it drops the words first ("r37-cockpit", "cluster", "hosts"),
+never the verdict.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from cockpit.hosts.state import HostState, HostStatus
 from cockpit.recipe.timeline import ClusterTimeline
 
-VERDICT_LABEL = {"idle": ("no model running", "dim"), "launching": ("launching", "yellow"),
-                 "ready": ("READY ✔", "bold green"), "hung": ("engine HUNG", "bold white on red"),
-                 "down": ("cluster DOWN", "bold white on red"), "stopped": ("stopped", "bold"),
-                 "stopping": ("stopping …", "yellow"),
-                 "host-lost": ("host lost", "bold red"), "unknown": ("state unknown", "bold red")}
+VERDICT_LABEL = {"idle": ("no model running", "muted"), "launching": ("launching", "warn.soft"),
+                 "ready": ("READY ✔", "ok"), "hung": ("engine HUNG", "alarm"),
+                 "down": ("cluster DOWN", "alarm"), "stopped": ("stopped", "bold"),
+                 "stopping": ("stopping …", "warn.soft"),
+                 "host-lost": ("host lost", "fail"), "unknown": ("state unknown", "fail")}
+NARROW = 100     # below this many columns the header uses its compact form
+
+
+@dataclass(frozen=True)
+class HeaderModel:
+    cluster: str
+    statuses: tuple[HostStatus, ...]
+    model: ClusterTimeline | None
+    looked: bool
 
 
 def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
-                looked: bool = True) -> Text:
+                looked: bool = True, *, compact: bool = False) -> Text:
     up = sum(s.state is HostState.CONNECTED for s in statuses)
     total = len(statuses)
     bad = [s for s in statuses if s.down]
-    style = "bold green" if up == total else ("bold red" if bad else "yellow")
-    text = Text.assemble(("r37-cockpit", "bold"), "  │  cluster ", (cluster, "bold"), "  │  hosts ",
-                         (f"{up}/{total} connected", style))
+    style = "ok" if up == total else ("fail" if bad else "warn.soft")
+    sep = " │ " if compact else "  │  "
+    text = Text()
+    if not compact:
+        text.append("r37-cockpit", style="bold")
+        text.append(sep + "cluster ")
+    text.append(cluster, style="bold")
+    text.append(sep if compact else sep + "hosts ")
+    text.append(f"{up}/{total} up" if compact else f"{up}/{total} connected", style=style)
     if bad:
-        text.append("  ranks down: " + " ".join(str(s.rank) for s in bad), style="red")
+        text.append((" down: " if compact else "  ranks down: ") + " ".join(str(s.rank) for s in bad),
+                    style="fail.soft")
     if model is None:
         return text
     v = model.verdict
     label, vstyle = VERDICT_LABEL.get(v.state, (v.state, ""))
     if v.state == "idle" and not looked:
-        label, vstyle = "looking at the hosts …", "dim"     # not yet known: never "no model running"
+        label, vstyle = "looking at the hosts …", "muted"     # not yet known: never "no model running"
     if v.state == "down" and v.first_failed is not None:
         label += f": rank {v.first_failed} failed"
-    text.append("  │  ")
+    text.append(sep)
     text.append(label, style=vstyle)
     api = model.api
     if api is not None and v.state in ("ready", "launching", "hung"):
-        text.append("  │  ")
-        text.append("API ready" if api.ready else "API not ready", style="green" if api.ready else "yellow")
+        text.append(sep)
+        ready = ("API ready", "ok.soft") if api.ready else ("API not ready", "warn.soft")
+        text.append(*ready)
     if model.liveness is not None and v.state == "ready" and model.liveness.state == "serving":
-        text.append(" · serving", style="green")
+        text.append(" · serving", style="ok.soft")
     return text
 
 
-class ClusterHeader(Static):
+class ClusterHeader(Widget):
     DEFAULT_CSS = "ClusterHeader { dock: top; height: 1; background: $panel; padding: 0 1; }"
+
+    def __init__(self, *, id: str | None = None):
+        super().__init__(id=id)
+        self._shown: HeaderModel | None = None
 
     def show(self, cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
              looked: bool = True) -> None:
-        self.update(health_line(cluster, statuses, model, looked))
+        self._shown = HeaderModel(cluster, tuple(statuses), model, looked)
+        self.refresh()
+
+    def render(self) -> Text:
+        m = self._shown
+        if m is None:
+            return Text("r37-cockpit", style="bold")
+        return health_line(m.cluster, list(m.statuses), m.model, m.looked, compact=self.size.width < NARROW)
