@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from cockpit import constants as C
+from cockpit.locations import config_search
 from cockpit.safetext import clip, neutralise
 
 # ---- value rules --------------------------------------------------------------------------------------
@@ -833,18 +834,15 @@ def load_config(path: Path) -> ClusterConfig:
 
 
 def discover_config(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """--config, then ./cluster.toml, then $XDG_CONFIG_HOME/r37-cockpit/cluster.toml."""
+    """--config, then ./cluster.toml, then $XDG_CONFIG_HOME/r37-cockpit/cluster.toml (`config_search`)."""
     if explicit:
         return Path(explicit)
-    local = Path("cluster.toml")
-    if local.is_file():
-        return local
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    user = xdg / "r37-cockpit" / "cluster.toml"
-    if user.is_file():
-        return user
+    search = config_search()
+    for candidate in search:
+        if candidate.is_file():
+            return candidate
     raise ConfigError(None, [("", "no cluster.toml: pass --config PATH, or put one in ./cluster.toml or "
-                                  f"{user}; `r37-cockpit demo` runs on a simulated cluster")],
+                                  f"{search[-1]}; `r37-cockpit demo` runs on a simulated cluster")],
                       "config-missing")
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_config import cluster_configs
 
 from cockpit import constants as C
-from cockpit.cli.config_cmd import export_env, import_env, write_new
+from cockpit.cli.config_cmd import export_env, import_env
 from cockpit.config import ClusterConfig, ConfigError, load_config, parse_config
 from cockpit.envfile import (
     ENV_VARS,
@@ -416,19 +416,6 @@ def test_exported_files_follow_the_umask(tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "a.env").stat().st_mode) == 0o640
     assert stat.S_IMODE((tmp_path / "b.env").stat().st_mode) == 0o664
     assert stat.S_IMODE((tmp_path / "c.toml").stat().st_mode) == 0o600
-
-
-def test_write_new_private_mode_and_no_overwrite(tmp_path: Path) -> None:
-    old = os.umask(0o002)
-    try:
-        write_new(tmp_path / "p", "secret-ish\n", mode=0o600)
-    finally:
-        os.umask(old)
-    assert stat.S_IMODE((tmp_path / "p").stat().st_mode) == 0o600
-    with pytest.raises(FileExistsError):
-        write_new(tmp_path / "p", "other\n")
-    assert (tmp_path / "p").read_text() == "secret-ish\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["p"]
 
 
 def test_export_env_stdout_file_and_no_overwrite(tmp_path: Path) -> None:

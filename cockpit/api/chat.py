@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import re
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import Any
 
 from cockpit.api.stream import ChatResult, ToolCall
 from cockpit.constants import SERVED_MODEL
+from cockpit.files import write_atomic
 
 EFFORT_LEVELS = {"low": 25, "high": 50, "xhigh": 75, "max": 100}
 DEFAULT_EFFORT = "xhigh"
@@ -422,27 +421,11 @@ class ChatSession:
             raise FileInputError(p, f"directory {p.parent} does not exist")
         data = json.dumps(self.to_json(), ensure_ascii=False, indent=1).encode("utf-8")
         try:
-            fd, tmp = _create_beside(p)
+            write_atomic(p, data, overwrite=overwrite)
+        except FileExistsError:   # it appeared meanwhile: never clobbered
+            raise FileInputError(p, "file exists (pass overwrite=True to replace it)") from None
         except OSError as exc:
             raise FileInputError(p, f"cannot write: {exc.strerror or exc}") from None
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            if overwrite:
-                os.replace(tmp, p)
-            else:
-                try:
-                    os.link(tmp, p)  # fails if p appeared meanwhile: never clobber
-                except FileExistsError:
-                    raise FileInputError(p, "file exists (pass overwrite=True to replace it)") from None
-                os.unlink(tmp)
-        except OSError as exc:
-            raise FileInputError(p, f"cannot write: {exc.strerror or exc}") from None
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
         return p
 
     @classmethod
@@ -491,18 +474,6 @@ class ChatSession:
             raise ChatInputError(f"{len(messages)} messages, more than the limit of {MAX_HISTORY_MESSAGES}")
         session.messages = list(messages)
         return session
-
-
-def _create_beside(path: Path) -> tuple[int, str]:
-    """A new, exclusively created temporary file next to ``path`` (mode 0666 less the umask: the kernel
-    applies it, unlike ``mkstemp``'s fixed 0600); its descriptor and name."""
-    for _ in range(100):
-        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name next to {path}")
 
 
 def _check_message(msg: Any, i: int) -> None:

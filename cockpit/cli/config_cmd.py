@@ -10,7 +10,6 @@ exit 1).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -35,7 +34,7 @@ from cockpit.config import (
     read_text_file,
 )
 from cockpit.envfile import config_from_env, env_for_rank, parse_env
-from cockpit.files import create_temp, fsync_dir
+from cockpit.files import write_atomic
 from cockpit.safetext import neutralise, neutralise_block
 
 Result = tuple[bool, str, dict[str, Any]]
@@ -108,46 +107,11 @@ def check(path: str | os.PathLike[str] | None = None) -> Result:
     return True, text, data
 
 
-def write_new(path: Path, text: str, *, force: bool = False, mode: int = 0o666) -> None:
-    """Write `text` atomically (temp file in the same directory, flushed and fsynced, then link or rename).
-
-    The file is created with `mode` less the umask (0o666: what the operator's umask allows; pass 0o600
-    for a file that may hold anything private), never chmod-ed afterwards. Without `force` an existing
-    file is never replaced: the final step is a hard link, which fails if the name exists (a plain
-    existence check stands in on filesystems without hard links). Raises FileExistsError or OSError.
-    """
-    if path.is_dir():
-        raise IsADirectoryError(f"{path} is a directory")
-    if not force and (path.exists() or path.is_symlink()):
-        raise FileExistsError(f"{path} exists (use --force to replace it)")
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = create_temp(directory, path.name, mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        if force:
-            os.replace(tmp, path)
-            fsync_dir(directory)
-            return
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise FileExistsError(f"{path} exists (use --force to replace it)") from None
-        except OSError:
-            if path.exists():
-                raise FileExistsError(f"{path} exists (use --force to replace it)") from None
-            os.replace(tmp, path)
-        fsync_dir(directory)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
 def _write_failure(path: Path, exc: OSError) -> str:
-    if isinstance(exc, (FileExistsError, IsADirectoryError)):
-        return str(exc)
+    if isinstance(exc, FileExistsError):
+        return f"{path} exists (use --force to replace it)"
+    if isinstance(exc, IsADirectoryError):
+        return f"{path} is a directory"
     return f"{path}: cannot write: {exc.strerror or exc}"
 
 
@@ -169,7 +133,7 @@ def import_env(env_path: str | os.PathLike[str], out_path: str | os.PathLike[str
               "SSH targets (hosts[].ssh) were set to the fabric IPs: review them, and add user/port\n"
               "where your ~/.ssh/config does not cover them.")
     try:
-        write_new(dst, dump_config(cfg, header=header), force=force)
+        write_atomic(dst, dump_config(cfg, header=header), overwrite=force)
     except OSError as exc:
         reason = _write_failure(dst, exc)
         return False, reason, {"ok": False, "path": str(dst), "problems": [{"key": "", "reason": reason}],
@@ -192,7 +156,7 @@ def export_env(cfg: ClusterConfig, rank: int, out_path: str | os.PathLike[str] |
         return True, text, {"ok": True, "rank": rank, "path": None, "env": text}
     dst = Path(out_path)
     try:
-        write_new(dst, text, force=force)
+        write_atomic(dst, text, overwrite=force)
     except OSError as exc:
         reason = _write_failure(dst, exc)
         return False, reason, {"ok": False, "rank": rank, "path": str(dst),

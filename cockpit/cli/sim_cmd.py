@@ -6,14 +6,13 @@ import argparse
 import os
 from pathlib import Path
 
-from platformdirs import user_state_path
-
 from cockpit.cli.common import EXIT_FAILURE, EXIT_REFUSED, EXIT_USAGE, CliError, add_json, print_json
+from cockpit.locations import sim_dir
 from cockpit.safetext import safe
 
 
 def default_dir() -> Path:
-    return user_state_path("r37-cockpit") / "sim"
+    return sim_dir()
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

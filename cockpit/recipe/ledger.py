@@ -2,10 +2,11 @@
 
 `stop` touches only containers listed here (by full container ID), so a model someone launched by hand
 is never stopped. The file is `$XDG_STATE_HOME/r37-cockpit/launched.json` (default
-`~/.local/state/r37-cockpit/`); every change is a locked read-modify-write, written durably (temp file,
-fsync, rename, fsync of the directory). A file that cannot be read as a ledger is never silently
-reset: it is renamed aside to `launched.json.corrupt-<UTC time>` and a notice is kept in
-`Ledger.warnings` (and logged) for the CLI and the TUI to show; the cockpit then starts a fresh ledger.
+`~/.local/state/r37-cockpit/`; `cockpit.locations.ledger_file`); every change is a locked
+read-modify-write, written durably (`cockpit.files.write_atomic`: temp file, fsync, rename, fsync of the
+directory). A file that cannot be read as a ledger is never silently reset: it is renamed aside to
+`launched.json.corrupt-<UTC time>` and a notice is kept in `Ledger.warnings` (and logged) for the CLI
+and the TUI to show; the cockpit then starts a fresh ledger.
 """
 
 from __future__ import annotations
@@ -23,16 +24,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cockpit.config import ClusterConfig
-from cockpit.files import create_temp, fsync_dir
+from cockpit.files import fsync_dir, write_atomic
+from cockpit.locations import ledger_file
 
-FILE_NAME = "launched.json"
 log = logging.getLogger(__name__)
 ADOPT_WINDOW = 300.0   # seconds after a lost `docker run` began in which a container it created may appear
-
-
-def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "r37-cockpit"
 
 
 def cluster_key(cfg: ClusterConfig) -> str:
@@ -99,7 +95,7 @@ class Ledger:
 
     def __init__(self, cfg: ClusterConfig, path: Path | None = None):
         self.key = cluster_key(cfg)
-        self.path = path or state_dir() / FILE_NAME
+        self.path = path or ledger_file()
         self.warnings: list[LedgerNotice] = []
         self._told: set[str] = set()
 
@@ -135,19 +131,7 @@ class Ledger:
 
     def _write(self, data: dict[str, dict[str, dict[str, object]]]) -> None:
         """Temp file (0600), flush, fsync, rename over the ledger, fsync the directory."""
-        directory = self.path.parent
-        fd, tmp = create_temp(directory, self.path.name, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-        fsync_dir(directory)
+        write_atomic(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o600, overwrite=True)
 
     def _parse(self) -> dict[str, dict[str, dict[str, object]]]:
         """The ledger's data ({} when there is none yet); LedgerCorrupt if the file is not a ledger."""

@@ -21,28 +21,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, Protocol
 
 from cockpit.config import ClusterConfig
+from cockpit.files import AtomicFile
 from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, Result, command
 from cockpit.hosts.shell import Cmd, sections
+from cockpit.locations import archive_dir
 from cockpit.recipe import containers as dk
 from cockpit.recipe.containers import ContainerState
-from cockpit.recipe.ledger import Ledger, cluster_key, state_dir
+from cockpit.recipe.ledger import Ledger, cluster_key
 from cockpit.safetext import neutralise
 
 INSPECT_TIMEOUT = 20.0       # seconds for one `docker inspect`
 ARCHIVE_TIMEOUT = 900.0      # seconds for the whole `docker logs -t ID` stream (a long-running engine's log)
 RM_TIMEOUT = 60.0            # seconds for `docker rm ID`
-ARCHIVE_DIR = "archive"      # under the state directory
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 SAME_SECOND_LIMIT = 100      # time directories tried for one second (`…Z`, `…Z-2`, …) before giving up
 MESSAGE_CHARS = 300          # host text quoted in a message is cut to this
@@ -194,8 +192,9 @@ def refused(plan: list[ReplaceItem]) -> list[ReplaceItem]:
 
 
 def default_archive_root() -> Path:
-    """`<state dir>/archive`: the cluster key and the time directory go under it."""
-    return state_dir() / ARCHIVE_DIR
+    """`<state dir>/archive` (`cockpit.locations.archive_dir`): the cluster key and the time directory go
+    under it."""
+    return archive_dir()
 
 
 def new_archive_dir(root: Path, key: str, now: float | None = None) -> Path:
@@ -216,51 +215,19 @@ def new_archive_dir(root: Path, key: str, now: float | None = None) -> Path:
     raise FileExistsError(f"{base / stamp}: {SAME_SECOND_LIMIT} archive directories exist for that second")
 
 
-class ArchiveFile:
-    """One archive being written: a temp file next to `path`, hard-linked to `path` by `commit` (which fails
-    with FileExistsError if the name exists: never overwritten). Leaving the `with` block without a commit
-    removes the temp file; the temp file never stays behind."""
+class ArchiveFile(AtomicFile):
+    """One archive being written line by line (`cockpit.files.AtomicFile`, mode 0600): a temp file next to
+    `path`, hard-linked to `path` by `commit` (which fails with FileExistsError if the name exists: never
+    overwritten). Leaving the `with` block without a commit removes the temp file; the temp file never
+    stays behind."""
 
     def __init__(self, path: Path):
-        self.path = Path(path)
-        if os.path.lexists(self.path):
-            raise FileExistsError(str(self.path))
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        self._tmp = Path(tmp)
-        self._fh = os.fdopen(fd, "wb")
-        self.bytes = 0
+        super().__init__(path, mode=0o600)
         self.lines = 0
-        self.committed = False
 
     def write_line(self, text: str) -> None:
-        data = text.encode("utf-8", "replace") + b"\n"
-        self._fh.write(data)
-        self.bytes += len(data)
+        self.write(text.encode("utf-8", "replace") + b"\n")
         self.lines += 1
-
-    def commit(self) -> Path:
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
-        os.link(self._tmp, self.path)  # FileExistsError if the name appeared meanwhile: never clobbers
-        self.committed = True
-        with contextlib.suppress(OSError):
-            os.unlink(self._tmp)
-        return self.path
-
-    def discard(self) -> None:
-        with contextlib.suppress(OSError):
-            self._fh.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self._tmp)
-
-    def __enter__(self) -> ArchiveFile:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if not self.committed:
-            self.discard()
 
 
 @dataclass(frozen=True, slots=True)

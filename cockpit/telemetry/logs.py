@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import calendar
-import contextlib
 import os
 import time
 from array import array
@@ -24,11 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import accumulate, chain, repeat
 from operator import le
-from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from cockpit.constants import CONTAINER_NAME
-from cockpit.files import create_temp, fsync_dir
+from cockpit.files import AtomicFile
 from cockpit.hosts.shell import ShellCommand, command
 from cockpit.hosts.state import HostUnavailable
 from cockpit.safetext import neutralise
@@ -689,33 +687,16 @@ def line_from_raw(rank: int, raw: str) -> LogLine | None:
 
 def save_lines(path: str | os.PathLike[str], lines: Iterable[LogLine | None], *, overwrite: bool = False,
                rank: bool = True) -> int:
-    """Write lines to `path` atomically (temp file in the same directory, then link/rename).
+    """Write lines to `path` atomically (`cockpit.files.AtomicFile`: temp file beside it, then link/rename).
 
     Without `overwrite` an existing file is never replaced (FileExistsError), even if it appears while
-    writing. Returns the number of lines written; `None` entries (filter separators) are written as `--`.
+    writing. Created 0o666 less the umask, as `docker logs > FILE` would be. Returns the number of lines
+    written; `None` entries (filter separators) are written as `--`.
     """
-    target = os.path.abspath(os.fspath(path))
-    if not overwrite and os.path.lexists(target):
-        raise FileExistsError(target)
-    directory = os.path.dirname(target)
-    # created 0o666 less the umask, as `docker logs > FILE` would be (never chmod-ed to a fixed mode)
-    fd, tmp = create_temp(Path(directory), "r37-logs")
     count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for line in lines:
-                f.write("--\n" if line is None else format_line(line, rank=rank) + "\n")
-                count += line is not None
-            f.flush()
-            os.fsync(f.fileno())
-        if overwrite:
-            os.replace(tmp, target)
-        else:
-            os.link(tmp, target)  # fails if the name appeared meanwhile: never clobbers
-            os.unlink(tmp)
-        fsync_dir(Path(directory))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with AtomicFile(os.path.abspath(os.fspath(path)), overwrite=overwrite) as out:
+        for line in lines:
+            out.write("--\n" if line is None else format_line(line, rank=rank) + "\n")
+            count += line is not None
+        out.commit()
     return count

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
-from platformdirs import user_state_path
+from cockpit.files import write_atomic
+from cockpit.locations import ui_state_file
 
 
 def path() -> Path:
-    return user_state_path("r37-cockpit") / "ui.json"
+    return ui_state_file()
 
 
 def load() -> dict[str, str]:
@@ -25,12 +24,8 @@ def load() -> dict[str, str]:
 
 
 def save(changes: dict[str, str]) -> None:
-    """Merge and write atomically; a state file that cannot be written is not worth an error."""
+    """Merge and write atomically (0600); a state file that cannot be written is not worth an error."""
     with contextlib.suppress(OSError):
         target = path()
         target.parent.mkdir(parents=True, exist_ok=True)
-        data = {**load(), **changes}
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".ui.", suffix=".tmp")
-        with os.fdopen(fd, "w") as out:
-            json.dump(data, out)
-        os.replace(tmp, target)
+        write_atomic(target, json.dumps({**load(), **changes}), mode=0o600, overwrite=True)

@@ -11,9 +11,10 @@ from test_launch_demo import cli, prepare_hosts
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, Result, command
+from cockpit.locations import state_dir
 from cockpit.recipe import containers as dk
 from cockpit.recipe import launch as L
-from cockpit.recipe.ledger import Ledger, cluster_key, state_dir
+from cockpit.recipe.ledger import Ledger, cluster_key
 from cockpit.recipe.replace import execute_replace, plan_replace, refused
 
 
