@@ -13,6 +13,12 @@ THEMES = ("cockpit-dark", "cockpit-light")
 
 
 @pytest.fixture(autouse=True)
+def own_ui_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A theme one snapshot switches to is remembered (ui.json): never by the next snapshot's app."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("snap-state")))
+
+
+@pytest.fixture(autouse=True)
 def frozen_cursor(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every Input and TextArea is created with its cursor steady."""
     for cls in (Input, TextArea):

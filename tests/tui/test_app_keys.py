@@ -44,3 +44,123 @@ async def test_quit_during_a_setup_job_asks_first_and_quits_at_once_otherwise(fi
         await pilot.press("q")
         await pilot.pause(0.2)
         assert not app.is_running
+
+
+async def test_number_keys_follow_the_panes_that_exist(fixed_config) -> None:
+    from cockpit.tui.app import PANES
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        tabs = app.query_one(TabbedContent)
+        for number, (pid, cls) in enumerate(PANES, start=1):
+            if pid == "chat":
+                continue          # the chat line takes digits; F-keys leave it (tested above)
+            await pilot.press(str(number))
+            await pilot.pause()
+            assert tabs.active == pid
+            label = str(tabs.get_tab(pid).label)
+            assert label == f"{number} {cls.TITLE}"
+        await pilot.press("1", str(len(PANES) + 1))      # no pane there: nothing happens
+        await pilot.pause()
+        assert tabs.active == "hosts"
+
+
+def _keymap_rows(app: CockpitApp) -> dict[str, list[tuple[str, str, str]]]:
+    from textual.widgets import DataTable
+
+    table = app.screen.query_one("#keymap-table", DataTable)
+    sections: dict[str, list[tuple[str, str, str]]] = {}
+    current = ""
+    for row in range(table.row_count):
+        key, action, ident = (str(c) for c in table.get_row_at(row))
+        if not action and not ident:
+            current = key
+            sections[current] = []
+        else:
+            sections[current].append((key, action, ident))
+    return sections
+
+
+async def test_the_key_map_shows_the_shown_panes_keys_and_a_remapped_key(fixed_config) -> None:
+    from cockpit.tui.dialogs import KeyMapScreen
+    from cockpit.tui.panes.launch import LaunchPane
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        app.set_keymap({"launch.dry_run": "D", "app.keys": "f12"})
+        await pilot.press("4")
+        await pilot.pause()
+        await pilot.press("f12")
+        await pilot.pause()
+        assert isinstance(app.screen, KeyMapScreen)
+        sections = _keymap_rows(app)
+        assert list(sections) == ["Launch pane", "App (every pane)"]
+        launch = {ident: key for key, _a, ident in sections["Launch pane"]}
+        assert launch["launch.dry_run"] == "D" and launch["launch.start"] == "l"
+        app_keys = {ident: key for key, _a, ident in sections["App (every pane)"]}
+        assert app_keys["app.keys"] == "f12" and app_keys["app.quit"] == "q" and app_keys["pane.chat"] == "6"
+        await pilot.press("escape")
+        await pilot.pause()
+        pane = app.query_one(LaunchPane)
+        assert pane.key_for("dry_run") == "D"
+        assert "D dry run" in pane.key_hints(("dry_run", "launch")).plain
+
+
+async def test_the_palette_offers_every_pane_action_and_runs_its_handler(fixed_config) -> None:
+    from cockpit.tui.app import PANES
+    from cockpit.tui.panes.logs import LogsPane
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        for pid, cls in PANES:
+            pane = app.query_one(f"#{pid}-pane", cls)
+            for binding, _key in pane.bindings():
+                assert f"{cls.TITLE}: {binding.description}" in commands, binding
+        for title in ("Preflight: Run all", "Launch: Launch", "Launch: Stop", "Chat: Smoke test",
+                      "Logs: Save view"):
+            assert title in commands
+        logs = app.query_one(LogsPane)
+        before = logs.view.show_timestamps
+        await commands["Logs: Timestamps"].callback()
+        await pilot.pause()
+        tabs = app.query_one(TabbedContent)
+        assert tabs.active == "logs" and logs.view.show_timestamps is not before
+
+
+async def test_read_only_keeps_host_changing_actions_out_of_the_palette(fixed_config) -> None:
+    app = CockpitApp(fixed_config, connect=False, read_only=True)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert "Launch: Dry run" in titles
+        assert not {"Launch: Launch", "Launch: Stop", "Launch: Relaunch"} & titles
+
+
+async def test_a_worker_error_is_shown_with_its_pane_and_remedy_and_the_app_stays(fixed_config) -> None:
+    from cockpit.tui.panes.hosts import HostsPane
+
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def boom() -> None:
+        raise RuntimeError("the sampler fell over")
+
+    async def fine() -> None:
+        return None
+
+    async with app.run_test(size=(140, 40)) as pilot:
+        pane = app.query_one(HostsPane)
+        pane.run_worker(boom(), name="probe_hosts", exit_on_error=False)
+        for _ in range(20):
+            await pilot.pause(0.05)
+            if pane.worker_error is not None:
+                break
+        assert app.is_running
+        line = str(pane.query_one("#pane-error").render())
+        assert "probe hosts failed: RuntimeError: the sampler fell over" in line and "remedy:" in line
+        assert "r37-cockpit hosts" in line
+        notes = [(n.title, n.message) for n in app._notifications]
+        assert any(t == "Hosts: probe hosts failed" and "the sampler fell over" in m for t, m in notes), notes
+        pane.run_worker(fine(), name="again", exit_on_error=False)
+        await pilot.pause(0.2)
+        assert pane.worker_error is None and not pane.query_one("#pane-error").has_class("shown")
