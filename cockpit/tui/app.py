@@ -23,6 +23,7 @@ from textual.worker import Worker, WorkerState
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostStatus
+from cockpit.locations import user_themes_dir
 from cockpit.recipe.timeline import ApiChanged
 from cockpit.safetext import neutralise, safe
 from cockpit.tui import uistate
@@ -38,7 +39,7 @@ from cockpit.tui.panes.launch import LaunchPane
 from cockpit.tui.panes.logs import LogsPane
 from cockpit.tui.panes.preflight import PreflightPane
 from cockpit.tui.panes.setup import SetupPane
-from cockpit.tui.themes import DEFAULT_THEME, ThemeSet, load_themes, user_themes_dir
+from cockpit.tui.themes import DEFAULT_THEME, ThemeSet, load_themes
 
 # (id, pane class) in number-key order: key N shows the N-th pane.
 PANES: tuple[tuple[str, type[Pane]], ...] = (

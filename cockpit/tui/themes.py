@@ -143,12 +143,6 @@ def builtin_theme_files() -> list[Path]:
     return sorted(folder.glob("*.toml"))
 
 
-def user_themes_dir() -> Path:
-    """Where users put their own theme files."""
-    from platformdirs import user_config_path  # until cockpit.locations lands
-    return user_config_path("r37-cockpit") / "themes"
-
-
 def load_themes(user_dir: Path | None) -> ThemeSet:
     """Textual's own themes (roles from their colours), the shipped files, then the user's files.
     A user file may not take a built-in name; a broken file is reported and skipped."""
