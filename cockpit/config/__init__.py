@@ -1,0 +1,47 @@
+"""cluster.toml: the deployment's config, validated so the layers above can rely on every value.
+
+- `validators`: the value rules (paths, names, interfaces, HCAs, ports, image references): no control
+  characters, no shell metacharacters, absolute paths;
+- `models`: the pydantic models (unknown keys rejected) and the rules across keys;
+- `errors`: `ConfigError`, every problem as (key path, reason);
+- `loading`: reading, parsing and validating a file, and finding it (`--config`, `./cluster.toml`, the
+  user's config dir: `cockpit.locations.config_search`);
+- `dumping`: the TOML text of a config.
+
+The names below are the package's API: `from cockpit.config import ClusterConfig, load_config, ...`.
+"""
+
+from cockpit.config.dumping import dump_config, toml_key, toml_string, toml_value
+from cockpit.config.errors import ConfigError
+from cockpit.config.loading import (
+    MAX_FILE_BYTES,
+    config_from_data,
+    discover_config,
+    load_config,
+    parse_config,
+    problems_from,
+    read_text_file,
+)
+from cockpit.config.models import (
+    MAX_HOSTS,
+    BudgetSection,
+    ClusterConfig,
+    ClusterSection,
+    EngineSection,
+    HostEntry,
+    ModelSection,
+    PathsSection,
+    RuntimeSection,
+    ServingSection,
+    SSHSection,
+    UISection,
+)
+from cockpit.config.validators import SSH_CIPHERS, host_path
+
+__all__ = [
+    "MAX_FILE_BYTES", "MAX_HOSTS", "SSH_CIPHERS", "BudgetSection", "ClusterConfig", "ClusterSection",
+    "ConfigError", "EngineSection", "HostEntry", "ModelSection", "PathsSection", "RuntimeSection",
+    "SSHSection", "ServingSection", "UISection", "config_from_data", "discover_config", "dump_config",
+    "host_path", "load_config", "parse_config", "problems_from", "read_text_file", "toml_key",
+    "toml_string", "toml_value",
+]
