@@ -241,9 +241,9 @@ class ApiClient:
             return answer(state, err.message, err.remedy, err.status)
         if status == 200:
             return answer("ready", "ready: /health answered 200", "", 200)
-        err = from_status(status, body, url)
-        return answer("engine_dead" if err.kind == "engine_dead" else "http_error", err.message, err.remedy,
-                      status)
+        failure = from_status(status, body, url)
+        return answer("engine_dead" if failure.kind == "engine_dead" else "http_error", failure.message,
+                      failure.remedy, status)
 
     async def _fetch(
         self, method: str, path: str, *, total: float | None, cap: int,

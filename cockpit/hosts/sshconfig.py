@@ -14,6 +14,7 @@ import getpass
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from asyncssh.config import SSHClientConfig, SSHConfig
 
@@ -89,7 +90,8 @@ def load_config(host: str, user: str | None, port: int | None) -> SSHClientConfi
     path = config_path()
     if path is None:
         return None
-    return _ClientConfig.load(None, [path], False, False, False, _local_user(), user or (), host, port or ())
+    cfg = _ClientConfig.load(None, [path], False, False, False, _local_user(), user or (), host, port or ())
+    return cast(SSHClientConfig, cfg)  # load() returns cls(...): asyncssh types it as the base class
 
 
 def _local_user() -> str:
@@ -144,7 +146,8 @@ def resolve(entry: HostEntry, ssh: SSHSection) -> HostKeyPolicy:
                                     f"{exc}")
     hostname = str(cfg.get("Hostname", host)) if cfg else host
     alias = cfg.get("HostKeyAlias") if cfg else None
-    real_port = int(port or (cfg.get("Port") if cfg else None) or 22)
+    cfg_port = cfg.get("Port") if cfg else None  # asyncssh parses Port to an int
+    real_port = port or (cfg_port if isinstance(cfg_port, int) else None) or 22
     tokens = {"d": os.path.expanduser("~"), "u": _local_user(), "h": hostname, "n": host,
               "p": str(real_port), "r": str(entry.user or (cfg.get("User") if cfg else "") or ""), "%": "%"}
     lookup = str(alias) if alias else hostname
