@@ -1,4 +1,7 @@
-"""Facts of the R37 recipe card shared by the cockpit and the simulated cluster (sim imports only this)."""
+"""Facts of the R37 recipe card shared by the cockpit and the simulated cluster (sim imports only this).
+
+The card's facts and where each is used: docs/recipe.md.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Docker output on a host, parsed: `docker ps --format '{{json .}}'` and `docker inspect` (DOMAIN §5).
+"""Docker output on a host, parsed: `docker ps --format '{{json .}}'` and `docker inspect`.
+
+Formats: docs/host-tools.md#docker-ps and docs/host-tools.md#docker-inspect.
 
 `ContainerState` is the cockpit's model of one container: status, exit code, OOM kill, start and finish
 times. Every key of docker's JSON is treated as optional; values of the wrong type are ignored.
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cockpit.safetext import neutralise
-from cockpit.telemetry.logs import parse_timestamp
+from cockpit.telemetry.logline import parse_timestamp
 
 _HEX_ID = re.compile(r"^[0-9a-f]{64}$")
 

@@ -1,4 +1,4 @@
-"""Parsers of real host tool output (formats in /work/shared/DOMAIN.md), defensive by default.
+"""Parsers of real host tool output (formats: docs/host-tools.md), defensive by default.
 
 Every parser takes the text a tool printed and returns plain data; a value the tool could not report
 (`[N/A]`, `N/A`, `Not Supported`, an empty field, a missing key) becomes None instead of an error, and

@@ -1,4 +1,6 @@
-"""Launch phases and failure signatures of an R37 rank, AS DATA (DOMAIN §2): pattern → phase / failure.
+"""Launch phases and failure signatures of an R37 rank, AS DATA: pattern → phase / failure.
+
+The log lines: docs/vllm.md#launch-phases and docs/vllm.md#failure-signatures.
 
 A rank's container log moves through the phases of `PHASES` in order. `PHASE_RULES` say which log line
 enters which phase (some only on the head, rank 0, or only on workers); `FAILURE_RULES` say which lines

@@ -1,4 +1,4 @@
-"""Parsers of real host tool output, on samples in the formats of DOMAIN.md (and their broken variants)."""
+"""Parsers of real host tool output, on samples in the formats of docs/host-tools.md (and broken variants)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Phase and failure rules against realistic vLLM log excerpts of an R37 rank (DOMAIN §2)."""
+"""Phase and failure rules against realistic vLLM log excerpts of an R37 rank (docs/vllm.md#launch-phases)."""
 
 from __future__ import annotations
 

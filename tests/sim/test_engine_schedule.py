@@ -1,7 +1,7 @@
 """The engine's timing model: the documented numbers, and measured streams that follow them.
 
 Measurements run the engine with --time-scale (all engine durations multiplied by the factor) and scale
-the measured rates back, exactly as the benchmark computes them (DOMAIN §6).
+the measured rates back, exactly as the benchmark computes them (docs/benchmark-method.md#timing).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DESIGN.md's layer rules, read from the import statements of every module."""
+"""The layer rules of docs/DESIGN.md#layers, read from the import statements of every module."""
 
 from __future__ import annotations
 

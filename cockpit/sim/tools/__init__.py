@@ -2,7 +2,7 @@
 
 Each stand-in is run by a small `#!/bin/sh` wrapper that `install_tools` writes into a host's bin dir;
 the tools find their host through `$R37_SIM_ROOT` (see `cockpit.sim.layout`) and print the formats of
-the real tools (`/work/shared/DOMAIN.md`).
+the real tools (docs/host-tools.md).
 """
 
 from __future__ import annotations
