@@ -438,8 +438,8 @@ def test_export_env_stdout_file_and_no_overwrite(tmp_path: Path) -> None:
 
 
 def test_saved_logs_follow_the_umask_and_never_overwrite(tmp_path: Path) -> None:
-    """telemetry.logs.save_lines (the Logs pane's save) creates its file like any program would."""
-    from cockpit.telemetry.logs import LogLine, save_lines
+    """telemetry.logline.save_lines (the Logs pane's save) creates its file like any program would."""
+    from cockpit.telemetry.logline import LogLine, save_lines
     lines = [LogLine(1_700_000_000 * 10**9, 0, "a")]
     old = os.umask(0o027)
     try:

@@ -40,7 +40,7 @@ from typing import Any
 from textual import events
 
 from cockpit.config import load_config
-from cockpit.telemetry.logs import LogLine, format_timestamp, line_from_raw
+from cockpit.telemetry.logline import LogLine, format_timestamp, line_from_raw
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.logs import LogsPane
 
@@ -244,7 +244,7 @@ async def ssh_path(cluster_dir: Path, lines: int) -> dict[str, Any]:
     without docker or the follower (`seq | sed` on a plain channel), measured in the same run."""
     from cockpit.hosts import Fleet, Result
     from cockpit.hosts.shell import command
-    from cockpit.telemetry.logs import FollowEvent, follow
+    from cockpit.telemetry.logfollow import FollowEvent, follow
 
     config = load_config(cluster_dir / "cluster.toml")
     name = f"r37-logbench-{int(time.time())}"

@@ -24,7 +24,8 @@ from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.safetext import neutralise, safe
 from cockpit.telemetry.logfilter import SEPARATOR, FilterError, LineFilter, StreamFilter
-from cockpit.telemetry.logs import FollowEvent, LogLine, follow, format_line, format_timestamp
+from cockpit.telemetry.logfollow import FollowEvent, follow
+from cockpit.telemetry.logline import LogLine, format_line, format_timestamp
 
 REORDER_WINDOW = 0.3  # seconds a followed line waits for older lines of other ranks
 _SINCE = re.compile(

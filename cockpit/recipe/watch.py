@@ -32,7 +32,8 @@ from cockpit.recipe.timeline import (
     LaunchEvent,
     RankTimeline,
 )
-from cockpit.telemetry import logs
+from cockpit.telemetry.logfollow import ResumePoint, follow
+from cockpit.telemetry.logline import LogLine
 
 FRAME_MARK = "r37-cockpit-inspect-end"
 STATUS_TAIL = 400            # log lines read of a container this watcher did not see start
@@ -63,7 +64,7 @@ class ClusterWatcher:
         self._listeners: list[Listener] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._followers: dict[int, asyncio.Task[None]] = {}
-        self._points: dict[int, logs.ResumePoint] = {}
+        self._points: dict[int, ResumePoint] = {}
         self._from_start: set[int] = set()          # ranks this cockpit is launching: read their whole log
         self._seen: dict[int, str | None] = {}      # rank -> container ID of its last frame (None: none)
         self._tail_read: set[int] = set()           # ranks whose current log has been read up to now
@@ -198,22 +199,22 @@ class ClusterWatcher:
     async def _follow(self, rank: int, state: ContainerState) -> None:
         """Read the container's log up to now (its tail, or all of it), then follow it while it runs."""
         host = self.fleet[rank]
-        point = self._points.setdefault(rank, logs.ResumePoint())
+        point = self._points.setdefault(rank, ResumePoint())
         tail = None if rank in self._from_start else STATUS_TAIL
         tl = self.timeline[rank]
         if rank not in self._tail_read:
-            async for item in logs.follow(host, state.id, follow=False, tail=tail, resume=False, point=point):
-                if isinstance(item, logs.LogLine):
+            async for item in follow(host, state.id, follow=False, tail=tail, resume=False, point=point):
+                if isinstance(item, LogLine):
                     self._feed(tl, item)
             self._tail_read.add(rank)
             self.apply([])
         if not state.running:
             return
-        async for item in logs.follow(host, state.id, follow=True, point=point):
-            if isinstance(item, logs.LogLine):
+        async for item in follow(host, state.id, follow=True, point=point):
+            if isinstance(item, LogLine):
                 self._feed(tl, item)
 
-    def _feed(self, tl: RankTimeline, line: logs.LogLine) -> None:
+    def _feed(self, tl: RankTimeline, line: LogLine) -> None:
         """One log line into its rank's timeline; the model is settled when the line said something (a
         phase, a failure, progress), else at the next tick: a log flood costs a regex search per line,
         not a verdict per line."""

@@ -23,7 +23,9 @@ from cockpit.hosts import Fleet
 from cockpit.hosts.shell import command
 from cockpit.sim.hub import runtime_archive
 from cockpit.telemetry.logfilter import LineFilter, StreamFilter
-from cockpit.telemetry.logs import FollowEvent, LogLine, LogStore, follow
+from cockpit.telemetry.logfollow import FollowEvent, follow
+from cockpit.telemetry.logline import LogLine
+from cockpit.telemetry.logstore import LogStore
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.logs import LogsPane
 

@@ -43,7 +43,8 @@ from cockpit.recipe.setup_model import RankDone, RankState
 from cockpit.recipe.stop import execute_stop, plan_stop
 from cockpit.sim.cluster import Manifest
 from cockpit.sim.lab import LabNames
-from cockpit.telemetry.logs import FollowEvent, LogLine, follow
+from cockpit.telemetry.logfollow import FollowEvent, follow
+from cockpit.telemetry.logline import LogLine
 
 pytestmark = pytest.mark.lab
 

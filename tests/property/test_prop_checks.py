@@ -18,7 +18,8 @@ from cockpit.config import ClusterConfig, load_config
 from cockpit.recipe.checks import Outcome, PreflightFinished, Probe, Verdict
 from cockpit.recipe.parsers import Section
 from cockpit.recipe.preflight import CHECKS, _evaluate, _result
-from cockpit.telemetry.logs import FollowEvent, LogLine
+from cockpit.telemetry.logfollow import FollowEvent
+from cockpit.telemetry.logline import LogLine
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CFG: ClusterConfig = load_config(Path(__file__).parent.parent / "fixtures" / "cluster.toml")

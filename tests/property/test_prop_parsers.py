@@ -15,7 +15,7 @@ from cockpit.recipe import containers as K
 from cockpit.recipe import lock as LK
 from cockpit.recipe import parsers as P
 from cockpit.recipe import progress as PR
-from cockpit.telemetry import logs as TL
+from cockpit.telemetry import logline as TL
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MARKER = "@@r37-preflight-0a1b2c3d"

@@ -6,7 +6,7 @@ stable; the real following is covered by tests/integration/test_logs_demo.py.
 
 from __future__ import annotations
 
-from cockpit.telemetry.logs import LogLine
+from cockpit.telemetry.logline import LogLine
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.logs import LogsPane
 
@@ -53,7 +53,7 @@ def logs_app(fixed_config) -> CockpitApp:  # type: ignore[no-untyped-def]
 
 
 async def show_logs(app: CockpitApp, pilot, rounds: int = 4) -> LogsPane:  # type: ignore[no-untyped-def]
-    from cockpit.telemetry.logs import neutralise
+    from cockpit.safetext import neutralise
 
     app.action_show_pane("logs")
     pane = app.query_one(LogsPane)

@@ -19,7 +19,7 @@ from cockpit.telemetry.logfilter import (
     Signatures,
     StreamFilter,
 )
-from cockpit.telemetry.logs import LogLine
+from cockpit.telemetry.logline import LogLine
 
 T0 = 1_795_993_157_000_000_000
 

@@ -11,25 +11,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import cockpit.telemetry.logs as logs_mod
+import cockpit.telemetry.logstore as logs_mod
 from cockpit.hosts.shell import ShellCommand
 from cockpit.hosts.state import HostState, HostUnavailable
-from cockpit.telemetry.logs import (
-    FollowEvent,
+from cockpit.safetext import neutralise
+from cockpit.telemetry.logfollow import FollowEvent, ResumePoint, follow, logs_command
+from cockpit.telemetry.logline import (
     LogLine,
-    LogStore,
-    RankBuffer,
-    ResumePoint,
-    follow,
     format_line,
     format_timestamp,
     line_from_raw,
-    logs_command,
-    neutralise,
     parse_stamped,
     parse_timestamp,
     save_lines,
 )
+from cockpit.telemetry.logstore import LogStore, RankBuffer
 
 T0 = 1_795_000_000_000_000_000  # 2026-11-18T…Z in ns
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import TabbedContent
 
-from cockpit.telemetry.logs import LogLine
+from cockpit.telemetry.logline import LogLine
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.logs import LogsPane
 from cockpit.tui.widgets.logview import LogView
