@@ -9,7 +9,7 @@ command palette, and turns any failed worker into a notification and the pane's 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import partial
 from pathlib import Path
 
@@ -102,12 +102,18 @@ class CockpitApp(App[None]):
         self._apply_ui_settings()
         self.refresh_header()
         if self.connect:
-            self.fleet.subscribe(lambda status: self.post_message(HostStatusChanged(status)))
+            self.fleet.subscribe(self._post_host_status)
             self.fleet.start()
-            self.ctx.watcher.subscribe(lambda event: self.post_message(ClusterChanged(event)))
+            self.ctx.watcher.subscribe(self._post_cluster_event)
             self.ctx.watcher.start()
         self.set_interval(1.0, self._tick)
         self.call_after_refresh(self._freeze_startup_objects)
+
+    def _post_host_status(self, status: HostStatus) -> None:
+        self.post_message(HostStatusChanged(status))
+
+    def _post_cluster_event(self, event: object) -> None:
+        self.post_message(ClusterChanged(event))
 
     def _freeze_startup_objects(self) -> None:
         """Widgets and modules live as long as the app: keep them out of full GC passes, which otherwise
@@ -231,11 +237,11 @@ class CockpitApp(App[None]):
         for widget in self.screen.query("*"):
             widget.refresh()
 
-    def set_keymap(self, keymap: dict[str, str]) -> None:
+    def set_keymap(self, keymap: Mapping[str, str]) -> None:
         """Remap keys by binding id; hints and the key map follow."""
         self.keymap = dict(keymap)
         super().set_keymap(keymap)
-        if self.is_mounted:
+        if self.is_running:
             self.call_after_refresh(self._redraw_panes)
 
     def key_rows(self, node: object) -> list[tuple[str, str, str]]:

@@ -103,7 +103,12 @@ def parse_theme(data: dict[str, object]) -> tuple[Theme, dict[str, str]]:
             raise _Invalid(f"styles.{key}", "unknown role" + _hint(key, ROLES) + quote)
         if not isinstance(value, str):
             raise _Invalid(f"styles.{key}", "must be a style string such as \"bold #FF5F5F\"")
-    theme = Theme(name=name, dark=dark, **{k: str(v) for k, v in colors.items()})
+    given = {k: str(v) for k, v in colors.items()}
+    theme = Theme(name=name, dark=dark, primary=given["primary"], secondary=given.get("secondary"),
+                  warning=given.get("warning"), error=given.get("error"), success=given.get("success"),
+                  accent=given.get("accent"), foreground=given.get("foreground"),
+                  background=given.get("background"), surface=given.get("surface"), panel=given.get("panel"),
+                  boost=given.get("boost"))
     return theme, {k: str(v) for k, v in styles.items()}
 
 
