@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
+from textual.worker import Worker
 
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.keys import current_bindings, hints, key_for
@@ -97,6 +98,13 @@ class Pane(Vertical):
         self.mount(Static(id="pane-error", markup=False))
 
     # ---- worker errors --------------------------------------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Worker state messages go to the pane only (they do not bubble): hand them to the app, which
+        shows a failed worker's error (notification + this pane's error line)."""
+        forward = getattr(self.app, "on_worker_state_changed", None)
+        if forward is not None:
+            forward(event)
 
     def show_worker_error(self, text: Text | None) -> None:
         """Show (or, with None, clear) the error line of a failed worker."""

@@ -174,7 +174,8 @@ async def test_preflight_changes_nothing_on_the_hosts(provisioned: SimCluster) -
 async def test_pane_streams_groups_publishes_and_reruns(provisioned: SimCluster) -> None:
     from cockpit.tui.app import CockpitApp
     from cockpit.tui.context import PreflightSummary
-    from cockpit.tui.panes.preflight import PreflightDetail, PreflightPane
+    from cockpit.tui.dialogs import Detail
+    from cockpit.tui.panes.preflight import PreflightPane
 
     app = CockpitApp(provisioned.config, provisioned.config_path)
     published: list[PreflightSummary] = []
@@ -201,7 +202,7 @@ async def test_pane_streams_groups_publishes_and_reruns(provisioned: SimCluster)
         row = next(i for i, r in enumerate(pane.rows) if r.check == "gid")
         await pilot.press(*["down"] * row, "enter")
         await pilot.pause()
-        assert isinstance(app.screen, PreflightDetail) and app.screen.row.check == "gid"
+        assert isinstance(app.screen, Detail) and pane._selected().check == "gid"
         await pilot.press("escape")
         # break rank 1's GID and re-run only the selected check: only that row changes
         provisioned.fault(1, "wrong-gid")

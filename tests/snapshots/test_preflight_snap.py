@@ -3,10 +3,13 @@ one rank differing, and the detail view of that rank."""
 
 from __future__ import annotations
 
+from textual.widgets import DataTable
+
 from cockpit.config import ClusterConfig
 from cockpit.recipe.checks import CheckInfo, CheckResult, PreflightFinished, PreflightStarted, Verdict
 from cockpit.recipe.preflight import CHECKS
 from cockpit.tui.app import CockpitApp
+from cockpit.tui.dialogs import Detail
 
 SIZE = (130, 36)
 
@@ -136,8 +139,6 @@ async def test_detail_remedy_names_the_config_discovery_would_not_find(fixed_con
     """The cockpit opened with a config outside discovery: the remedy's command carries --config."""
     from textual.widgets import Static
 
-    from cockpit.tui.panes.preflight import PreflightDetail
-
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     conf = tmp_path / "lab" / "cluster.toml"
@@ -153,8 +154,8 @@ async def test_detail_remedy_names_the_config_discovery_would_not_find(fixed_con
         row = next(i for i, r in enumerate(pane.rows) if r.check == "image" and r.ranks == (3,))
         await pilot.press(*["down"] * row, "enter")
         await pilot.pause()
-        assert isinstance(app.screen, PreflightDetail)
-        shown = str(app.screen.query_one("#preflight-detail-text", Static).render())
+        assert isinstance(app.screen, Detail) and pane._selected().check == "image"
+        shown = str(app.screen.query_one("#detail-text", Static).render())
         assert f"`r37-cockpit --config {conf} setup runtime --rank 3`" in shown
 
 
@@ -196,7 +197,41 @@ def test_detail_of_a_check_with_escapes_in_its_output(snap_compare, fixed_config
         row = next(i for i, r in enumerate(pane.rows) if r.check == "gpu" and r.ranks == (1,))
         await pilot.press(*["down"] * row, "enter")
         await pilot.pause()
-        shown = str(app.screen.query_one("#preflight-detail-text").render())
+        shown = str(app.screen.query_one("#detail-text").render())
         assert "\x1b" not in shown and "\x07" not in shown and "␛]52;c;" in shown
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The matrix's preflight state: finished with one rank's clocks and another's image failed and a
+    check unknown; the failed clocks row selected."""
+    cfg = app.config
+    app.action_show_pane("preflight")
+    await pilot.pause()
+    pane = app.query_one("#preflight-pane")
+    results = [{("disk", 3): UNKNOWN}.get((r.check, r.rank), r) for r in mixed(cfg)]
+    pane.apply(started(cfg))
+    for r in results:
+        pane.apply(r)
+    pane.apply(PreflightFinished(tuple(results), 1.2))
+    await pilot.pause()
+    row = next(i for i, r in enumerate(pane.rows) if r.check == "clocks" and r.ranks == (2,))
+    app.query_one("#preflight-table", DataTable).move_cursor(row=row)
+    await pilot.pause()
+
+
+async def test_at_80x24_every_column_fits_and_observed_is_cut_not_scrolled(fixed_config) -> None:
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await scene(app, pilot)
+        table = app.query_one("#preflight-table", DataTable)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels == ["step", "check", "result", "ranks", "observed"]
+        assert table.virtual_size.width <= table.size.width, "the table scrolls sideways"
+        observed = [str(table.get_row_at(i)[4]) for i in range(table.row_count)]
+        assert any(v.endswith("…") for v in observed)        # cut to the width; Enter shows it in full
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, Detail)
+        assert "rank 2: FAIL  900/3003 MHz" in str(app.screen.query_one("#detail-text").render())

@@ -16,7 +16,7 @@ from cockpit.recipe.setup_model import (
     StepStarted,
 )
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.panes.setup import SetupPane
+from cockpit.tui.panes.setup import COLUMNS, SetupPane
 
 SIZE = (130, 36)
 GB = 10**9
@@ -25,21 +25,26 @@ CMD = ("hf download dealignai/DeepSeek-V4.1-Flash-UNCENSORED-FP8 --revision "
        "5f3c1e0a9b2d4c6e8f0a1b3c5d7e9f1a2b4c6d8e --local-dir /srv/models/DeepSeek-V4.1-Flash-dealignai")
 
 
+async def show(app: CockpitApp, pilot, events: list[SetupEvent]) -> None:  # type: ignore[no-untyped-def]
+    """Show the setup pane with the checkpoint job picked, fed `events` as the runner would post them."""
+    await pilot.pause()
+    await pilot.pause()
+    app.set_focus(None)
+    app.action_show_pane("setup")
+    await pilot.pause()
+    pane = app.query_one(SetupPane)
+    pane.job = "checkpoint"
+    for ev in events:
+        pane.apply(ev)
+    await pilot.pause()
+    await pilot.pause(0.3)  # let deferred focus and refresh settle, also on a loaded machine
+
+
 def app_with(fixed_config, events: list[SetupEvent]) -> tuple[CockpitApp, object]:  # type: ignore[no-untyped-def]
     app = CockpitApp(fixed_config, connect=False)
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
-        await pilot.pause()
-        await pilot.pause()
-        app.set_focus(None)
-        app.action_show_pane("setup")
-        await pilot.pause()
-        pane = app.query_one(SetupPane)
-        pane.job = "checkpoint"
-        for ev in events:
-            pane.apply(ev)
-        await pilot.pause()
-        await pilot.pause(0.3)  # let deferred focus and refresh settle, also on a loaded machine
+        await show(app, pilot, events)
 
     return app, before
 
@@ -108,3 +113,37 @@ async def test_causes_name_the_config_discovery_would_not_find(fixed_config, tmp
         await pilot.pause()
         shown = str(pane.query_one("#setup-causes", Static).render())
         assert f"`r37-cockpit --config {conf} setup env --rank 3 --overwrite-env`" in shown
+
+
+async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The matrix's setup state: a checkpoint download mid-way on three hosts, failed on the fourth (its
+    cause below the table); rate, ETA and state must show at every size."""
+    await show(app, pilot, checkpoint_mid_way())
+
+
+async def test_at_80x24_rate_eta_and_state_stay_in_the_table(fixed_config) -> None:
+    """The issue's small terminal: the table drops host and done (shown below it for the selected rank)
+    and merges job and step, so that nothing scrolls out sideways."""
+    from textual.widgets import DataTable, Static
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await scene(app, pilot)
+        pane = app.query_one(SetupPane)
+        table = pane.query_one(DataTable)
+        assert [str(c.label) for c in table.columns.values()] == ["rank", "job · step", "progress", "rate",
+                                                                  "ETA", "state"]
+        assert table.virtual_size.width <= table.size.width, "the table scrolls sideways"
+        assert [str(c) for c in table.get_row_at(0)][3:] == ["118.0 MB/s", "42:05", "running"]
+        assert str(table.get_row_at(3)[-1]) == "failed"
+        row = str(pane.query_one("#setup-row", Static).render())
+        assert row.startswith("rank 0 spark-0") and "212.0GB/510.0GB · 20/54 files" in row
+        await pilot.press("down")
+        await pilot.pause()
+        assert str(pane.query_one("#setup-row", Static).render()).startswith("rank 1 spark-1")
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await scene(app, pilot)
+        table = app.query_one(SetupPane).query_one(DataTable)
+        assert [str(c.label) for c in table.columns.values()] == list(COLUMNS)
+        assert not app.query_one("#setup-row").display

@@ -5,17 +5,14 @@ host printed is neutralised (`cockpit.safetext`); an unknown check is counted ap
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
+from textual.worker import Worker, WorkerState
 
 from cockpit.recipe.checks import (
     CheckResult,
@@ -31,48 +28,35 @@ from cockpit.recipe.preflight import CHECKS, run_preflight
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import clip, neutralise, neutralise_block
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.dialogs import Detail
+from cockpit.tui.messages import PreflightProgress
 from cockpit.tui.pane import Pane
 
-STYLE = {Verdict.PASS: "green", Verdict.WARN: "bold yellow", Verdict.FAIL: "bold red",
-         Verdict.UNKNOWN: "magenta"}
+STYLE = {Verdict.PASS: "ok.soft", Verdict.WARN: "warn", Verdict.FAIL: "fail", Verdict.UNKNOWN: "unknown"}
 LABEL = {Verdict.PASS: "pass", Verdict.WARN: "WARN", Verdict.FAIL: "FAIL", Verdict.UNKNOWN: "unknown"}
 COLUMNS = ("step", "check", "result", "ranks", "observed")
 ORDER = {c.id: i for i, c in enumerate(CHECKS)}
 RAW_LIMIT = 20_000      # characters of one rank's raw output shown in the detail view
+OBSERVED_MIN = 24       # the observed column is clipped to the pane's width, never below this
 
 
-class PreflightDetail(ModalScreen[None]):
-    """One row's check on each of its ranks: observed value, remedy, command lines and raw output."""
-
-    BINDINGS = [Binding("escape,enter,q", "dismiss", "Close", id="preflight.detail_close")]
-    DEFAULT_CSS = """
-    PreflightDetail { align: center middle; }
-    PreflightDetail > VerticalScroll { width: 90%; height: 85%; border: round $accent; background: $surface;
-                                       padding: 0 1; }
-    """
-
-    def __init__(self, row: GroupRow, results: list[CheckResult], config_path: Path | None = None):
-        super().__init__()
-        self.row = row
-        self.results = results
-        self.config_path = config_path     # remedies quote cockpit commands with --config when needed
-
-    def compose(self) -> ComposeResult:
-        text = Text()
-        text.append(f"{self.row.check} — {self.row.title} (recipe step {self.row.step})\n", style="bold")
-        for r in self.results:
-            text.append(f"\nrank {r.rank}: ", style="bold")
-            text.append(LABEL[r.verdict], style=STYLE[r.verdict])
-            text.append(f"  {neutralise(r.value)}\n")
-            if r.detail:
-                text.append(f"  {neutralise_block(r.detail)}\n", style="dim")
-            if r.remedy:
-                text.append("  remedy: ", style="bold")
-                text.append(f"{neutralise(cockpit_remedy(r.remedy, self.config_path))}\n")
-            if r.raw:
-                text.append(neutralise_block(clip(r.raw, RAW_LIMIT)) + "\n", style="dim")
-        with VerticalScroll():
-            yield Static(text, id="preflight-detail-text", markup=False)
+def detail_text(row: GroupRow, results: list[CheckResult], config_path: Path | None = None) -> Text:
+    """One row's check on each of its ranks: observed value, remedy, command lines and raw output
+    (remedies quote cockpit commands with --config when the config is not the one discovery finds)."""
+    text = Text()
+    text.append(f"{row.check} — {row.title} (recipe step {row.step})\n", style="bold")
+    for r in results:
+        text.append(f"\nrank {r.rank}: ", style="bold")
+        text.append(LABEL[r.verdict], style=STYLE[r.verdict])
+        text.append(f"  {neutralise(r.value)}\n")
+        if r.detail:
+            text.append(f"  {neutralise_block(r.detail)}\n", style="muted")
+        if r.remedy:
+            text.append("  remedy: ", style="bold")
+            text.append(f"{neutralise(cockpit_remedy(r.remedy, config_path))}\n")
+        if r.raw:
+            text.append(neutralise_block(clip(r.raw, RAW_LIMIT)) + "\n", style="muted")
+    return text
 
 
 class PreflightPane(Pane):
@@ -81,6 +65,7 @@ class PreflightPane(Pane):
     TITLE = "Preflight"
     HEADLESS = "r37-cockpit preflight"
     FOCUS = "#preflight-table"
+    HINTS = ("run_all", "rerun_check", "rerun_host", "detail")
 
     BINDINGS = [
         Binding("a", "run_all", "Run all", id="preflight.run_all"),
@@ -93,10 +78,6 @@ class PreflightPane(Pane):
     PreflightPane #preflight-status { height: auto; padding: 0 1; }
     """
 
-    @dataclass
-    class Event(Message):
-        event: PreflightEvent
-
     def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
         super().__init__(ctx, id=id, classes=classes)
         self.results: dict[tuple[str, int], CheckResult] = {}
@@ -107,17 +88,20 @@ class PreflightPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="preflight-table", cursor_type="row", zebra_stripes=True)
-        hint = Text("press a to run the preflight (it only reads from the hosts)")
-        yield Static(hint, id="preflight-status", markup=False)
+        yield Static(id="preflight-status", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         for col in COLUMNS:
             table.add_column(col, key=col)
+        self.refresh_view()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.refresh_view()     # the observed column is clipped to the width
 
     # ---- events (from the worker, or fed directly by tests) ------------------------------------------
 
-    def on_preflight_pane_event(self, message: PreflightPane.Event) -> None:
+    def on_preflight_progress(self, message: PreflightProgress) -> None:
         self.apply(message.event)
 
     def apply(self, event: PreflightEvent) -> None:
@@ -131,7 +115,7 @@ class PreflightPane(Pane):
         elif isinstance(event, PreflightFinished):
             self.running, self.finished = False, True
             self.pending.clear()
-        self._show()
+        self.refresh_view()
         if not isinstance(event, CheckResult) or not self.running:
             self._publish()
 
@@ -140,16 +124,42 @@ class PreflightPane(Pane):
         results = sorted(self.results.values(), key=lambda r: (ORDER.get(r.check, 99), r.rank))
         self.ctx.set_preflight(results, running=self.running or not self.finished)
 
-    def _show(self) -> None:
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A preflight run that failed or was cut short is not running any more (the app shows why); it
+        is published as unfinished, which the launch gate never takes for a pass."""
+        if event.worker.group == "preflight" and event.state in (WorkerState.ERROR, WorkerState.CANCELLED) \
+                and self.running:
+            self.running = False
+            self.pending.clear()
+            self.refresh_view()
+            self._publish()
+
+    # ---- rendering ------------------------------------------------------------------------------------
+
+    def _observed_width(self, rows: list[GroupRow]) -> int:
+        """What the observed column may take: the pane's width less the other columns (and their gaps)."""
+        table = self.query_one(DataTable)
+        width = self.size.width or 130
+        others = [max(len(h), *(len(v) for v in vals)) if vals else len(h) for h, vals in (
+            ("step", [str(r.step) for r in rows]), ("check", [r.check for r in rows]),
+            ("result", [LABEL[r.verdict] for r in rows]), ("ranks", [ranks_text(r.ranks) for r in rows]))]
+        gaps = 2 * table.cell_padding * len(COLUMNS)
+        scrollbar = 2 if len(rows) + 1 > table.size.height else 0
+        return max(OBSERVED_MIN, width - sum(others) - gaps - scrollbar)
+
+    def refresh_view(self) -> None:
         table = self.query_one(DataTable)
         keep = table.cursor_row
         results = sorted(self.results.values(), key=lambda r: (ORDER.get(r.check, 99), r.rank))
         self.rows = group_results(results)
+        room = self._observed_width(self.rows)
         table.clear()
         for i, row in enumerate(self.rows):
             verdict = Text(LABEL[row.verdict], style=STYLE[row.verdict])
             ranks = Text(ranks_text(row.ranks), style="reverse bold" if row.odd else "")
-            value = Text(neutralise(row.value), style="bold" if row.odd else "")
+            value = Text(neutralise(row.value), style="bold" if row.odd else "", no_wrap=True,
+                         overflow="ellipsis")
+            value.truncate(room, overflow="ellipsis")
             table.add_row(str(row.step), Text(row.check), verdict, ranks, value, key=str(i))
         if self.rows:
             table.move_cursor(row=min(keep, len(self.rows) - 1))
@@ -158,17 +168,25 @@ class PreflightPane(Pane):
     def _status_line(self) -> Text:
         counts = {v: sum(1 for r in self.results.values() if r.verdict is v) for v in Verdict}
         text = Text()
+        if not self.results and not self.running:
+            key = self.key_for("run_all")
+            text.append(f"press {key} to run the preflight (it only reads from the hosts)" if key
+                        else "the preflight has not run", style="bold")
+            text.append("   ")
+            text.append_text(self.key_hints())
+            return text
         if self.running:
             text.append(f"running… {len(self.pending)} pending  ", style="bold")
-        text.append(f"{counts[Verdict.PASS]} passed", style=STYLE[Verdict.PASS])
+        text.append(f"{counts[Verdict.PASS]} passed", style="ok.soft")
         text.append(", ")
         failed = counts[Verdict.FAIL]
-        text.append(f"{failed} failed", style=STYLE[Verdict.FAIL] if failed else "")
+        text.append(f"{failed} failed", style="fail" if failed else "")
         text.append(f", {counts[Verdict.WARN]} warnings, ")
         unknown = counts[Verdict.UNKNOWN]
         text.append(f"{unknown} unknown (not a pass)" if unknown else "0 unknown",
-                    style=f"bold {STYLE[Verdict.UNKNOWN]}" if unknown else "")
-        text.append("   a all · c check · h host · enter detail", style="dim")
+                    style="unknown" if unknown else "")
+        text.append("   ")
+        text.append_text(self.key_hints())
         return text
 
     # ---- actions -------------------------------------------------------------------------------------
@@ -200,8 +218,8 @@ class PreflightPane(Pane):
         row = self._selected()
         if row is None:
             return
-        self.app.push_screen(PreflightDetail(row, [self.results[(row.check, r)] for r in row.ranks],
-                                             self.ctx.config_path))
+        results = [self.results[(row.check, r)] for r in row.ranks]
+        self.app.push_screen(Detail(detail_text(row, results, self.ctx.config_path), id="preflight-detail"))
 
     def start(self, only: list[str] | None = None, ranks: list[int] | None = None) -> None:
         """Run (part of) the preflight in a worker; results of other checks/ranks stay as they were."""
@@ -209,9 +227,9 @@ class PreflightPane(Pane):
             self.results.clear()
         self._run(only, ranks)
 
-    @work(exclusive=True, group="preflight")
+    @work(exclusive=True, group="preflight", exit_on_error=False)
     async def _run(self, only: list[str] | None, ranks: list[int] | None) -> None:
         previous = list(self.results.values())
         async for event in run_preflight(self.ctx.fleet, self.ctx.config, only=only, ranks=ranks,
                                          previous=previous):
-            self.post_message(PreflightPane.Event(event))
+            self.post_message(PreflightProgress(event))

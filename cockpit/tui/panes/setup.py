@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.message import Message
 from textual.widgets import DataTable, Log, Static
+from textual.worker import Worker, WorkerState
 
 from cockpit.recipe.checks import human_bytes
 from cockpit.recipe.progress import Progress, human_eta, human_rate
@@ -34,15 +34,19 @@ from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise_block, safe
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.dialogs import ConfirmCommands, ConfirmResult
+from cockpit.tui.messages import SetupPlanned, SetupProgress
 from cockpit.tui.pane import Pane
 
 CHOICES = (*JOBS, "all")
 COLUMNS = ("rank", "host", "job", "step", "progress", "done", "rate", "ETA", "state")
-BAR = 14
+# too narrow for every column: job and step share one, host and done move to the line below the table
+NARROW_COLUMNS = ("rank", "job · step", "progress", "rate", "ETA", "state")
+BAR, NARROW_BAR = 14, 8
+STEP_MIN = 12           # the narrow layout's job · step column never gets fewer columns than this
 LOG_LINES = 2000
-STATE_STYLE = {"waiting": "dim", "running": "bold yellow", RankState.DONE.value: "green",
-               RankState.SKIPPED.value: "cyan", RankState.FAILED.value: "bold red",
-               RankState.REFUSED.value: "bold red", RankState.CANCELLED.value: "magenta"}
+STATE_STYLE = {"waiting": "muted", "running": "warn.soft", RankState.DONE.value: "ok",
+               RankState.SKIPPED.value: "ok.soft", RankState.FAILED.value: "fail",
+               RankState.REFUSED.value: "fail", RankState.CANCELLED.value: "warn"}
 
 
 @dataclass
@@ -58,15 +62,15 @@ class RankRow:
     outcomes: dict[str, RankDone] = field(default_factory=dict)
 
 
-def progress_bar(p: Progress | None, state: str) -> Text:
+def progress_bar(p: Progress | None, state: str, width: int = BAR) -> Text:
     frac = p.fraction if p is not None else None
     if frac is None:
         frac = 1.0 if state in ("done", "skipped") else None
     if frac is None:
-        return Text("░" * BAR + "    ", style="dim")
-    filled = round(frac * BAR)
-    return Text.assemble(("█" * filled, "green" if state != "failed" else "red"),
-                         ("░" * (BAR - filled), "dim"), f" {frac * 100:3.0f}%")
+        return Text("░" * width + "     ", style="muted")
+    filled = round(frac * width)
+    return Text.assemble(("█" * filled, "ok.soft" if state != "failed" else "fail.soft"),
+                         ("░" * (width - filled), "muted"), f" {frac * 100:3.0f}%")
 
 
 def progress_done(p: Progress | None) -> str:
@@ -81,12 +85,19 @@ def progress_done(p: Progress | None) -> str:
     return " · ".join(parts)
 
 
-class SetupPane(Pane, can_focus=True):
+def clipped(text: str, width: int) -> Text:
+    out = Text(text, no_wrap=True, overflow="ellipsis")
+    out.truncate(max(1, width), overflow="ellipsis")
+    return out
+
+
+class SetupPane(Pane):
     """Job chooser, per-rank progress table, job log and a status line."""
 
     TITLE = "Setup"
     HEADLESS = "r37-cockpit setup all"
     FOCUS = "#setup-table"
+    HINTS = ("next_job", "next_ranks", "plan", "start", "cancel_rank", "cancel_all", "resume")
 
     BINDINGS = [
         Binding("j", "next_job", "Job", id="setup.next_job"),
@@ -100,20 +111,12 @@ class SetupPane(Pane, can_focus=True):
     DEFAULT_CSS = """
     SetupPane #setup-choice { height: auto; padding: 0 1; }
     SetupPane #setup-table { height: auto; max-height: 12; }
+    SetupPane #setup-row { height: 1; padding: 0 1; display: none; }
+    SetupPane.-narrow #setup-row { display: block; }
     SetupPane #setup-causes { height: auto; max-height: 8; padding: 0 1; }
     SetupPane #setup-log { height: 1fr; min-height: 4; border: round $accent; }
     SetupPane #setup-status { height: auto; padding: 0 1; }
     """
-
-    @dataclass
-    class Event(Message):
-        event: SetupEvent
-
-    @dataclass
-    class Planned(Message):
-        plan: SetupPlan | None
-        error: str = ""
-        confirm: bool = True
 
     def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
         super().__init__(ctx, id=id, classes=classes)
@@ -125,19 +128,21 @@ class SetupPane(Pane, can_focus=True):
         self.running = False
         self.final: SetupFinished | None = None
         self.notice = Text("")
+        self.columns: tuple[str, ...] = ()
 
     def compose(self) -> ComposeResult:
         yield Static(id="setup-choice", markup=False)
         yield DataTable(id="setup-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="setup-row", markup=False)
         yield Static(id="setup-causes", markup=False)
         yield Log(id="setup-log", max_lines=LOG_LINES, highlight=False)
         yield Static(id="setup-status", markup=False)
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for col in COLUMNS:
-            table.add_column(col, key=col)
         self.refresh_view()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.refresh_view()     # the layout follows the width
 
     # ---- rendering ----------------------------------------------------------------------------------
 
@@ -146,33 +151,88 @@ class SetupPane(Pane, can_focus=True):
 
     def refresh_view(self) -> None:
         ranks = "all ranks" if self.rank_filter is None else f"rank {self.rank_filter}"
-        choice = Text.assemble(("job ", "dim"))
+        choice = Text.assemble(("job ", "muted"))
         for name in CHOICES:
             choice.append(f" {name} ", style="reverse bold" if name == self.job else "")
         choice.append(f"   {ranks}", style="bold")
         if self.ctx.read_only:
-            choice.append("   read-only: setup is disabled", style="bold red")
+            choice.append("   read-only: setup is disabled", style="fail")
         else:
-            choice.append(f"   — {JOB_TITLES.get(self.job, 'every job in order')}", style="dim")
+            choice.append(f"   — {JOB_TITLES.get(self.job, 'every job in order')}", style="muted")
         self.query_one("#setup-choice", Static).update(choice)
-        table = self.query_one(DataTable)
-        keep = table.cursor_row
-        table.clear()
-        targets = {h.rank: h.ssh for h in self.ctx.config.hosts}
-        for rank in sorted(self.rows):
-            row = self.rows[rank]
-            p = row.progress
-            style = STATE_STYLE.get(row.state, "")
-            state = Text(row.state, style=style)
-            table.add_row(str(rank), targets.get(rank, "?"), row.job, row.step, progress_bar(p, row.state),
-                          progress_done(p), human_rate(p.rate) if p and p.rate is not None else "",
-                          human_eta(p.eta) if p and p.eta is not None else "", state, key=str(rank))
-        if self.rows:
-            table.move_cursor(row=max(0, min(keep, len(self.rows) - 1)))
+        self._fill_table()
         causes, why = self.query_one("#setup-causes", Static), self._causes()
         causes.update(why)
         causes.display = bool(why.plain)
         self.query_one("#setup-status", Static).update(self._status())
+
+    def _cells(self, rank: int, bar: int) -> dict[str, Text | str]:
+        row = self.rows[rank]
+        p = row.progress
+        targets = {h.rank: h.ssh for h in self.ctx.config.hosts}
+        return {"rank": str(rank), "host": safe(targets.get(rank, "?"), 200), "job": row.job,
+                "step": row.step, "progress": progress_bar(p, row.state, bar), "done": progress_done(p),
+                "rate": human_rate(p.rate) if p and p.rate is not None else "",
+                "ETA": human_eta(p.eta) if p and p.eta is not None else "",
+                "state": Text(row.state, style=STATE_STYLE.get(row.state, ""))}
+
+    def _fill_table(self) -> None:
+        """Every column when the pane is wide enough for them; else the narrow layout (rank, job · step,
+        a shorter bar, rate, ETA, state: host and done go to the line below, for the selected rank)."""
+        table = self.query_one(DataTable)
+        keep = table.cursor_row
+        ranks = sorted(self.rows)
+        width = (self.size.width or 160) - (2 if len(ranks) + 1 > 12 else 0)   # 12: the table's max height
+        gaps = 2 * table.cell_padding
+        wide = [self._cells(r, BAR) for r in ranks]
+
+        def need(col: str, rows: list[dict[str, Text | str]]) -> int:
+            return max([len(col)] + [len(str(c[col])) for c in rows]) + gaps
+
+        narrow = sum(need(c, wide) for c in COLUMNS) > width
+        columns = NARROW_COLUMNS if narrow else COLUMNS
+        rows: list[dict[str, Text | str]] = wide
+        if narrow:
+            rows = [self._cells(r, NARROW_BAR) for r in ranks]
+            room = max(STEP_MIN, width - sum(need(c, rows) for c in columns if c != "job · step") - gaps)
+            for c in rows:
+                c["job · step"] = clipped(": ".join(str(c[k]) for k in ("job", "step") if c[k]), room)
+        self.set_class(narrow, "-narrow")
+        if columns != self.columns:
+            table.clear(columns=True)
+            for col in columns:
+                table.add_column(col, key=col)
+            self.columns = columns
+        else:
+            table.clear()
+        for rank, cells in zip(ranks, rows, strict=True):
+            table.add_row(*(cells[c] for c in columns), key=str(rank))
+        if ranks:
+            table.move_cursor(row=max(0, min(keep, len(ranks) - 1)))
+        self._show_row()
+
+    def _selected_rank(self) -> int | None:
+        table = self.query_one(DataTable)
+        ranks = sorted(self.rows)
+        return ranks[table.cursor_row] if 0 <= table.cursor_row < len(ranks) else None
+
+    def _show_row(self) -> None:
+        """The narrow layout's line below the table: what its columns left out, for the selected rank."""
+        rank = self._selected_rank()
+        line = self.query_one("#setup-row", Static)
+        if rank is None or not self.has_class("-narrow"):
+            line.update("")
+            return
+        cells = self._cells(rank, BAR)
+        text = Text.assemble((f"rank {rank}", "bold"), " ", (str(cells["host"]), "muted"))
+        for key in ("job", "step", "done"):
+            if cells[key]:
+                text.append(f" · {cells[key]}")
+        text.no_wrap, text.overflow = True, "ellipsis"
+        line.update(text)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_row()
 
     def _fix(self, text: str) -> str:
         """A message with its quoted cockpit commands made to work with this config (`--config`)."""
@@ -194,15 +254,22 @@ class SetupPane(Pane, can_focus=True):
     def _status(self) -> Text:
         text = Text()
         if self.running:
-            text.append("running… ", style="bold yellow")
+            text.append("running… ", style="warn")
         elif self.final is not None:
             bad = [o for o in self.final.outcomes if not o.ok]
             text.append("finished: all ok  " if not bad else f"finished: {len(bad)} not ok  ",
-                        style="bold green" if not bad else "bold red")
+                        style="ok" if not bad else "fail")
         text.append_text(self.notice)
-        text.append("   j job · r ranks · p plan · s start · c cancel rank · x cancel all · u resume",
-                    style="dim")
+        text.rstrip()
+        if text:
+            text.append("   ")
+        text.append_text(self.key_hints())
         return text
+
+    def _keyed(self, action: str, text: str) -> str:
+        """`text` with "{key}" as the key bound to `action` now ("" when it has none: then without)."""
+        key = self.key_for(action)
+        return text.format(key=key) if key else text.split(" (", 1)[0]
 
     def note(self, text: str, style: str = "") -> None:
         self.notice = Text(text, style=style)
@@ -210,7 +277,7 @@ class SetupPane(Pane, can_focus=True):
 
     # ---- events -------------------------------------------------------------------------------------
 
-    def on_setup_pane_event(self, message: SetupPane.Event) -> None:
+    def on_setup_progress(self, message: SetupProgress) -> None:
         self.apply(message.event)
 
     def apply(self, event: SetupEvent) -> None:
@@ -270,37 +337,35 @@ class SetupPane(Pane, can_focus=True):
 
     def action_start(self) -> None:
         if self.running:
-            self.note("a job is running: cancel it (x) or wait", "yellow")
+            self.note(self._keyed("cancel_all", "a job is running (cancel it: {key}, or wait)"), "warn")
             return
         self._start_plan(self._ranks(), confirm=True)
 
     def action_resume(self) -> None:
         if self.running or self.final is None:
-            self.note("nothing to resume: start a job first (s)", "yellow")
+            self.note(self._keyed("start", "nothing to resume: start a job first ({key})"), "warn")
             return
         ranks = sorted({o.rank for o in self.final.outcomes if not o.ok})
         if not ranks:
-            self.note("nothing to resume: every rank finished", "dim")
+            self.note("nothing to resume: every rank finished", "muted")
             return
         self._start_plan(ranks, confirm=True)
 
     def action_cancel_all(self) -> None:
         if self.run_handle is not None and self.running:
             self.run_handle.cancel()
-            self.note("cancelling every rank (the remote commands are stopped)", "magenta")
+            self.note("cancelling every rank (the remote commands are stopped)", "warn.soft")
 
     def action_cancel_rank(self) -> None:
         if self.run_handle is None or not self.running:
             return
-        table = self.query_one(DataTable)
-        ranks = sorted(self.rows)
-        if 0 <= table.cursor_row < len(ranks):
-            rank = ranks[table.cursor_row]
+        rank = self._selected_rank()
+        if rank is not None:
             self.run_handle.cancel(rank)
-            self.note(f"cancelling rank {rank}", "magenta")
+            self.note(f"cancelling rank {rank}", "warn.soft")
 
     def _start_plan(self, ranks: list[int] | None, *, confirm: bool) -> None:
-        self.note(f"reading the hosts to plan {self.job} …", "yellow")
+        self.note(f"reading the hosts to plan {self.job} …", "warn.soft")
         self._plan_worker(self.job, ranks, confirm)
 
     @work(exclusive=True, group="setup-plan", exit_on_error=False)
@@ -309,14 +374,14 @@ class SetupPane(Pane, can_focus=True):
             plan = await plan_setup(self.ctx.fleet, self.ctx.config, expand_jobs(job), ranks=ranks,
                                     overwrite_env=True)
         except SetupError as exc:
-            self.post_message(SetupPane.Planned(None, str(exc)))
+            self.post_message(SetupPlanned(None, str(exc)))
             return
-        self.post_message(SetupPane.Planned(plan, confirm=confirm))
+        self.post_message(SetupPlanned(plan, confirm=confirm))
 
-    def on_setup_pane_planned(self, message: SetupPane.Planned) -> None:
+    def on_setup_planned(self, message: SetupPlanned) -> None:
         log = self.query_one("#setup-log", Log)
         if message.plan is None:
-            self.note(f"cannot plan: {safe(self._fix(message.error))}", "bold red")
+            self.note(f"cannot plan: {safe(self._fix(message.error))}", "fail")
             return
         plan = self.plan = message.plan
         notes = [neutralise_block(self._fix(text)) for text in plan.notes()]   # host text (diffs)
@@ -326,10 +391,10 @@ class SetupPane(Pane, can_focus=True):
         for text in notes:
             log.write_line(text)
         if not message.confirm:
-            self.note("plan shown in the log (s to start)", "dim")
+            self.note(self._keyed("start", "plan shown in the log ({key} to start)"), "muted")
             return
         if not plan.runs_anything:
-            self.note("nothing to run: " + ("; ".join(notes) or "every host is complete"), "cyan")
+            self.note("nothing to run: " + ("; ".join(notes) or "every host is complete"), "ok.soft")
             return
         screen = ConfirmCommands(f"Run setup {self.job} with these commands (per host)?", plan.commands(),
                                  note=("confirming also REPLACES any cluster.env whose diff is shown\n"
@@ -339,7 +404,7 @@ class SetupPane(Pane, can_focus=True):
 
     def _confirmed(self, result: ConfirmResult | None, plan: SetupPlan) -> None:
         if result is None:
-            self.note("cancelled: nothing was run", "dim")
+            self.note("cancelled: nothing was run", "muted")
             return
         self.note("")
         self.running = True
@@ -350,6 +415,13 @@ class SetupPane(Pane, can_focus=True):
     async def _run_worker(self, run: SetupRun) -> None:
         try:
             async for event in run.events():
-                self.post_message(SetupPane.Event(event))
+                self.post_message(SetupProgress(event))
         finally:
             self.running = False
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A planner or a run that failed (the app shows why) leaves no "reading the hosts …" or
+        "running…" behind: the pane is usable again."""
+        if event.state is WorkerState.ERROR and event.worker.group in ("setup-plan", "setup-run"):
+            self.notice = Text("")
+            self.refresh_view()
