@@ -31,6 +31,7 @@ from cockpit.cli.common import (
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostUnavailable
 from cockpit.recipe import launch as L
+from cockpit.recipe import timeline as T
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.lock import ClusterLock, LockError, LockHeld
 from cockpit.recipe.phases import PHASES, Phase
@@ -129,36 +130,36 @@ def print_json_line(data: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def event_text(event: L.LaunchEvent, t0: float) -> str:
+def event_text(event: T.LaunchEvent, t0: float) -> str:
     """One line for a launch event."""
     def stamp(at: float) -> str:
         return f"[{max(0.0, at - t0):7.1f}s]"
-    if isinstance(event, L.PhaseEntered):
+    if isinstance(event, T.PhaseEntered):
         return f"{stamp(event.at)} rank {event.rank} → {event.phase.value}"
-    if isinstance(event, L.ProgressChanged):
+    if isinstance(event, T.ProgressChanged):
         return f"{stamp(event.at)} rank {event.rank}   loading weights {event.done}/{event.total}"
-    if isinstance(event, L.RankLaunched):
+    if isinstance(event, T.RankLaunched):
         return f"{stamp(event.at)} rank {event.rank} launched: container {event.container_id[:12]}"
-    if isinstance(event, L.RankFailed):
+    if isinstance(event, T.RankFailed):
         f = event.failure
         lines = [f"{stamp(f.at)} rank {f.rank} FAILED: {f.label}", f"    cause: {f.cause}"]
         if f.exit_reason:
             lines.append(f"    container: {f.exit_reason}")
         lines.append(f"    remedy: {f.remedy}")
         return "\n".join(lines)
-    if isinstance(event, L.EngineChanged):
+    if isinstance(event, T.EngineChanged):
         return f"engine {event.liveness.state}: {event.liveness.message}"
-    if isinstance(event, L.RankStopped):
+    if isinstance(event, T.RankStopped):
         return f"{stamp(event.at)} rank {event.rank} stopped: {event.detail}"
-    if isinstance(event, L.RankUnknown):
+    if isinstance(event, T.RankUnknown):
         return f"{stamp(event.at)} rank {event.rank} UNKNOWN: {event.detail}"
-    if isinstance(event, L.HostChanged):
+    if isinstance(event, T.HostChanged):
         what = "host LOST" if event.lost else "host back"
         return f"{stamp(event.at)} rank {event.rank} {what}: {event.detail}"
-    if isinstance(event, L.ApiChanged):
+    if isinstance(event, T.ApiChanged):
         r = event.readiness
         return f"{stamp(r.checked_at)} API: {r.message}"
-    if isinstance(event, L.VerdictChanged):
+    if isinstance(event, T.VerdictChanged):
         v = event.verdict
         return f"== {v.summary}" + (f"\n   what to do: {v.remedy}" if v.remedy and v.state != "ready" else "")
     return str(event)
@@ -172,7 +173,7 @@ async def preflight_gate(fleet: Fleet, cfg: ClusterConfig) -> tuple[list[str], s
 
 def stuck_limits(phase_limit: float | None) -> dict[Phase, float]:
     if phase_limit is None:
-        return dict(L.DEFAULT_STUCK_LIMITS)
+        return dict(T.DEFAULT_STUCK_LIMITS)
     return {p: phase_limit for p in PHASES if p not in (Phase.PENDING, Phase.READY)}
 
 
@@ -263,11 +264,11 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
                            "(see above)", code="launch-blocked")
     t0 = time.time()
     launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=stuck_limits(args.phase_limit),
-                          emit=lambda ev: _say(args, event_text(ev, t0), L.event_dict(ev)))
+                          emit=lambda ev: _say(args, event_text(ev, t0), T.event_dict(ev)))
     launcher.booting = booting
     try:
         if await launcher.launch():
-            finished = await launcher.run_until(L.settled, timeout=args.timeout)
+            finished = await launcher.run_until(T.settled, timeout=args.timeout)
         else:
             finished = await launcher.run_until(lambda t: t.verdict.state != "launching", timeout=10)
     finally:

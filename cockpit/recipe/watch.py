@@ -26,12 +26,7 @@ from cockpit.recipe import containers as dk
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.phases import PHASE_INDEX, Phase
-from cockpit.recipe.timeline import (
-    DEFAULT_STUCK_LIMITS,
-    ClusterTimeline,
-    LaunchEvent,
-    RankTimeline,
-)
+from cockpit.recipe.timeline import DEFAULT_STUCK_LIMITS, ClusterTimeline, LaunchEvent, RankTimeline
 from cockpit.telemetry.logfollow import ResumePoint, follow
 from cockpit.telemetry.logline import LogLine
 

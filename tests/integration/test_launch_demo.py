@@ -17,6 +17,7 @@ from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.phases import Phase
 from cockpit.recipe.stop import execute_stop, plan_stop
+from cockpit.recipe.timeline import Failure, HostChanged, LaunchEvent, RankFailed, settled
 
 HEAD_PHASES = [Phase.LAUNCHED, Phase.RUNNING, Phase.DIST_INIT, Phase.LOADING, Phase.KV_CACHE,
                Phase.CUDA_GRAPHS, Phase.API_START, Phase.READY]
@@ -33,13 +34,13 @@ def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 class Recorder:
     def __init__(self) -> None:
-        self.events: list[L.LaunchEvent] = []
+        self.events: list[LaunchEvent] = []
 
-    def __call__(self, event: L.LaunchEvent) -> None:
+    def __call__(self, event: LaunchEvent) -> None:
         self.events.append(event)
 
-    def failures(self) -> list[L.Failure]:
-        return [e.failure for e in self.events if isinstance(e, L.RankFailed)]
+    def failures(self) -> list[Failure]:
+        return [e.failure for e in self.events if isinstance(e, RankFailed)]
 
 
 async def _launch(cluster, recorder: Recorder, **kw):  # type: ignore[no-untyped-def]
@@ -149,7 +150,7 @@ async def test_nccl_timeout_turns_that_rank_red_first(fresh_demo_cluster) -> Non
     fleet, launcher = await _launch(fresh_demo_cluster, rec)
     try:
         assert await launcher.launch()
-        assert await launcher.run_until(L.settled, timeout=120)
+        assert await launcher.run_until(settled, timeout=120)
         verdict = launcher.timeline.compute_verdict()
         assert verdict.state == "down" and verdict.first_failed == 2
         f = launcher.timeline[2].failure
@@ -185,7 +186,7 @@ async def test_crash_after_ready_turns_that_rank_red_and_cluster_down(fresh_demo
     fleet, launcher = await _launch(fresh_demo_cluster, rec)
     try:
         assert await launcher.launch()
-        assert await launcher.run_until(L.settled, timeout=120)
+        assert await launcher.run_until(settled, timeout=120)
         assert launcher.timeline.verdict.state == "ready"
         fresh_demo_cluster.fault(3, "crash-after-ready")
         assert await launcher.run_until(lambda t: t.verdict.state == "down", timeout=60)
@@ -210,10 +211,10 @@ async def test_host_lost_mid_launch_is_marked_and_followed_again(fresh_demo_clus
             assert launcher.timeline[0].failure is None
         finally:
             fresh_demo_cluster.fault(2, "host-down", on=False)
-        assert await launcher.run_until(L.settled, timeout=120)
+        assert await launcher.run_until(settled, timeout=120)
         assert launcher.timeline.verdict.state == "ready"
         assert [s.phase for s in launcher.timeline[2].spans] == WORKER_PHASES
-        assert any(isinstance(e, L.HostChanged) and e.rank == 2 and not e.lost for e in rec.events)
+        assert any(isinstance(e, HostChanged) and e.rank == 2 and not e.lost for e in rec.events)
     finally:
         await launcher.close()
         await fleet.close()
@@ -246,7 +247,7 @@ async def test_tui_launch_override_stop_relaunch_and_quit_asks(fresh_demo_cluste
 
     from cockpit.recipe.replace import default_archive_root
     from cockpit.tui.app import CockpitApp
-    from cockpit.tui.confirm import ConfirmCommands, ConfirmQuit
+    from cockpit.tui.dialogs import Confirm, ConfirmCommands
     from cockpit.tui.panes.launch import LaunchPane
 
     cfg = fresh_demo_cluster.config
@@ -277,7 +278,7 @@ async def test_tui_launch_override_stop_relaunch_and_quit_asks(fresh_demo_cluste
         app.action_show_pane("launch")
         await pilot.pause(0.3)
         pane = app.query_one(LaunchPane)
-        assert app.focused is pane
+        assert app.focused is pane.keyboard_widget
         await until(pilot, lambda: pane.timeline.verdict.state == "idle" and app.ctx.watcher.looked(), 20)
         await pilot.press("d")
         await until(pilot, lambda: len(pane.dry) == 4, 30)
@@ -294,7 +295,7 @@ async def test_tui_launch_override_stop_relaunch_and_quit_asks(fresh_demo_cluste
         await pilot.press("o", "enter")
         await until(pilot, lambda: pane.launching, 10)
         await pilot.press("q")                      # quitting mid-launch asks first
-        await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), 5)
+        await until(pilot, lambda: isinstance(app.screen, Confirm), 5)
         await pilot.press("n")
         await until(pilot, lambda: pane.timeline.verdict.state == "ready", 120)
         assert all(pane.timeline[r].ready for r in range(4))

@@ -16,6 +16,7 @@ from cockpit.recipe import containers as dk
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger, cluster_key
 from cockpit.recipe.replace import execute_replace, plan_replace, refused
+from cockpit.recipe.timeline import settled
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +31,7 @@ async def _launch_ready(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> dic
     launcher = L.Launcher(fleet, cfg, ledger=ledger, poll_interval=0.3)
     try:
         assert await launcher.launch()
-        assert await launcher.run_until(L.settled, timeout=120)
+        assert await launcher.run_until(settled, timeout=120)
         assert launcher.timeline.verdict.state == "ready", launcher.timeline.verdict
     finally:
         await launcher.close()

@@ -9,8 +9,19 @@ from cockpit.api.status import ApiStatus
 from cockpit.config import load_config
 from cockpit.recipe import containers as dk
 from cockpit.recipe import launch as L
+from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.phases import Phase
+from cockpit.recipe.timeline import (
+    SECONDARY_GRACE,
+    ClusterTimeline,
+    RankFailed,
+    RankStopped,
+    RankTimeline,
+    VerdictChanged,
+    event_dict,
+    settled,
+)
 
 FIXED = Path(__file__).parents[1] / "fixtures" / "cluster.toml"
 CID = "a" * 64
@@ -77,20 +88,20 @@ def test_ledger_round_trip_and_cluster_separation(tmp_path: Path) -> None:
 
 
 def test_container_exit_without_signature_uses_last_line() -> None:
-    tl = L.RankTimeline(1)
+    tl = RankTimeline(1)
     tl.launched(0.0, CID)
     tl.feed_line("(Worker_TP1 pid=1) INFO 05-01 10:00:00 [x.py:1] Starting to load model /m", 1.0)
     tl.feed_line("Loading safetensors checkpoint shards:  58% Completed | 28/48 [..]", 2.0)
     (st,) = dk.parse_inspect(INSPECT_OOM)
     events = tl.feed_container(st, 3.0)
-    assert [type(e) for e in events] == [L.RankFailed]
+    assert [type(e) for e in events] == [RankFailed]
     assert tl.failure is not None and tl.failure.label == "container OOM-killed"
     assert tl.failure.cause.startswith("Loading safetensors") and tl.progress == (28, 48)
     assert tl.feed_container(st, 4.0) == []  # reported once
 
 
 def test_stuck_phase_turns_red_but_not_while_host_is_lost() -> None:
-    tl = L.RankTimeline(3)
+    tl = RankTimeline(3)
     tl.launched(0.0)
     tl.feed_line("Connecting to the head at 10.0.0.1:29543 (node_rank=3, headless)", 1.0)
     limits = {Phase.DIST_INIT: 60.0}
@@ -99,26 +110,26 @@ def test_stuck_phase_turns_red_but_not_while_host_is_lost() -> None:
     assert tl.check_stuck(100.0, limits) == []
     tl.host_back(101.0)
     (ev,) = tl.check_stuck(102.0, limits)
-    assert isinstance(ev, L.RankFailed) and "stuck in 'distributed init'" in ev.failure.label
+    assert isinstance(ev, RankFailed) and "stuck in 'distributed init'" in ev.failure.label
 
 
-def _booted(cluster: L.ClusterTimeline) -> None:
+def _booted(cluster: ClusterTimeline) -> None:
     for r in cluster.ranks:
         cluster[r].launched(0.0)
         cluster[r].feed_line("Graph capturing finished in 34 secs", 10.0 + r)
 
 
 def test_head_ready_promotes_waiting_workers_and_cluster_is_ready() -> None:
-    cluster = L.ClusterTimeline([0, 1, 2, 3])
+    cluster = ClusterTimeline([0, 1, 2, 3])
     _booted(cluster)
     assert cluster[1].phase is Phase.WAIT_HEAD and cluster[0].phase is Phase.API_START
     events = cluster.settle(cluster.mark_api(ApiStatus("ready", "ok"), 20.0))
     assert all(cluster[r].phase is Phase.READY for r in range(4))
-    assert isinstance(events[-1], L.VerdictChanged) and events[-1].verdict.state == "ready"
+    assert isinstance(events[-1], VerdictChanged) and events[-1].verdict.state == "ready"
 
 
 def test_verdict_blames_the_root_cause_rank_not_the_one_reporting_a_dead_peer() -> None:
-    cluster = L.ClusterTimeline([0, 1, 2, 3], grace=0)
+    cluster = ClusterTimeline([0, 1, 2, 3], grace=0)
     for r in cluster.ranks:
         cluster[r].launched(0.0)
     cluster[0].feed_line("(EngineCore_DP0 pid=72) ERROR 05-01 10:02:32 [multiproc_executor.py:154] Worker "
@@ -126,17 +137,17 @@ def test_verdict_blames_the_root_cause_rank_not_the_one_reporting_a_dead_peer() 
                          "error)", 5.0)
     cluster.settle([])
     assert cluster.verdict.first_failed == 0
-    assert not L.settled(cluster, now=6.0)  # waits for the root cause ...
-    assert L.settled(cluster, now=5.0 + L.SECONDARY_GRACE)  # ... but not forever
+    assert not settled(cluster, now=6.0)  # waits for the root cause ...
+    assert settled(cluster, now=5.0 + SECONDARY_GRACE)  # ... but not forever
     cluster[2].feed_line("NCCL WARN Call to ibv_modify_qp failed with 110 Connection timed out", 6.0)
     cluster.settle([])
     verdict = cluster.verdict
     assert verdict.state == "down" and verdict.first_failed == 2 and "followed by rank 0" in verdict.summary
-    assert L.settled(cluster, now=6.0)
+    assert settled(cluster, now=6.0)
 
 
 def test_a_lost_host_is_its_own_verdict_and_clears() -> None:
-    cluster = L.ClusterTimeline([0, 1])
+    cluster = ClusterTimeline([0, 1])
     cluster[1].launched(0.0)
     cluster.settle(cluster[1].host_lost("connection lost", 1.0))
     assert cluster.verdict.state == "host-lost" and "rank 1" in cluster.verdict.summary
@@ -145,11 +156,11 @@ def test_a_lost_host_is_its_own_verdict_and_clears() -> None:
 
 
 def test_events_serialise_to_json() -> None:
-    tl = L.RankTimeline(0)
+    tl = RankTimeline(0)
     events = tl.launched(1.0) + tl.feed_line("KeyError: 'x'", 2.0)
     for e in events:
-        json.dumps(L.event_dict(e))
-    assert L.event_dict(events[0]) == {"event": "PhaseEntered", "rank": 0, "phase": "launched", "at": 1.0}
+        json.dumps(event_dict(e))
+    assert event_dict(events[0]) == {"event": "PhaseEntered", "rank": 0, "phase": "launched", "at": 1.0}
 
 
 CRASH = ["(VllmWorker pid=9) ERROR 12-01 10:00:00 [multiproc_executor.py:654] WorkerProc hit an exception.",
@@ -162,19 +173,19 @@ HEAD_SEES_IT = ["Traceback (most recent call last):",
                 "stack trace above for the root cause"]
 
 
-def _feed(tl: L.RankTimeline, lines: list[str], at: float) -> None:
+def _feed(tl: RankTimeline, lines: list[str], at: float) -> None:
     for i, line in enumerate(lines):
         tl.feed_line(line, at + i * 0.5)
 
 
 def test_the_rank_that_failed_first_by_its_hosts_clock_is_blamed_whatever_reports_first() -> None:
     """The head's report of a dead worker arrives first; the worker's own crash began earlier."""
-    cluster = L.ClusterTimeline([0, 1, 2, 3], grace=3600)
+    cluster = ClusterTimeline([0, 1, 2, 3], grace=3600)
     for r in cluster.ranks:
         cluster[r].launched(0.0)
     _feed(cluster[0], HEAD_SEES_IT, 11.0)
     assert cluster.settle([]) == []                      # nothing published within the grace window
-    assert cluster.verdict.state == "idle" and not L.settled(cluster)
+    assert cluster.verdict.state == "idle" and not settled(cluster)
     _feed(cluster[3], CRASH, 10.0)                       # exception line at 11.5, its traceback at 10.5
     verdict = cluster.compute_verdict()
     assert verdict.first_failed == 3 and "followed by rank 0" in verdict.summary
@@ -182,11 +193,11 @@ def test_the_rank_that_failed_first_by_its_hosts_clock_is_blamed_whatever_report
     assert cluster[3].failure is not None and cluster[3].failure.at == 10.5
     cluster.grace = 0
     events = cluster.settle([])
-    assert [e.verdict.first_failed for e in events if isinstance(e, L.VerdictChanged)] == [3]
+    assert [e.verdict.first_failed for e in events if isinstance(e, VerdictChanged)] == [3]
 
 
 def test_a_rank_stopped_by_the_cockpit_is_stopped_whatever_it_printed_while_shutting_down() -> None:
-    tl = L.RankTimeline(0)
+    tl = RankTimeline(0)
     tl.launched(0.0, "c" * 64)
     tl.feed_line("INFO:     Application startup complete.", 5.0)
     tl.request_stop(100.0)
@@ -194,14 +205,14 @@ def test_a_rank_stopped_by_the_cockpit_is_stopped_whatever_it_printed_while_shut
     assert tl.failure is None and tl.condition == "stopping"
     events = tl.feed_container(_exited(exit_code=0, finished=102.0), 102.0)
     assert tl.condition == "stopped" and tl.failure is None
-    assert any(isinstance(e, L.RankStopped) for e in events)
-    cluster = L.ClusterTimeline([0], grace=0)
+    assert any(isinstance(e, RankStopped) for e in events)
+    cluster = ClusterTimeline([0], grace=0)
     cluster.ranks[0] = tl
     assert cluster.compute_verdict().state == "stopped"
 
 
 def test_a_crash_before_the_stop_request_stays_a_failure() -> None:
-    tl = L.RankTimeline(1)
+    tl = RankTimeline(1)
     tl.launched(0.0, "c" * 64)
     _feed(tl, CRASH, 50.0)
     tl.request_stop(100.0)
@@ -210,19 +221,19 @@ def test_a_crash_before_the_stop_request_stays_a_failure() -> None:
 
 
 def test_a_clean_exit_is_a_stop_and_an_oom_kill_is_not() -> None:
-    clean = L.RankTimeline(2)
+    clean = RankTimeline(2)
     clean.launched(0.0, "c" * 64)
     clean.feed_line("[W1201 09:30:36 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl", 90.0)
     clean.feed_container(_exited(exit_code=0, finished=100.0), 100.0)
     assert clean.condition == "stopped"
-    oom = L.RankTimeline(3)
+    oom = RankTimeline(3)
     oom.launched(0.0, "c" * 64)
     oom.feed_container(_exited(exit_code=137, finished=100.0, oom=True), 100.0)
     assert oom.condition == "failed"
 
 
-def _exited(*, exit_code: int, finished: float, oom: bool = False) -> L.ContainerState:
-    return L.ContainerState("c" * 64, "ds41_r37", "exited", exit_code=exit_code, oom_killed=oom,
+def _exited(*, exit_code: int, finished: float, oom: bool = False) -> ContainerState:
+    return ContainerState("c" * 64, "ds41_r37", "exited", exit_code=exit_code, oom_killed=oom,
                             started_at=0.0, finished_at=finished)
 
 
@@ -230,7 +241,7 @@ def test_a_worker_stopped_after_losing_its_head_is_stopped_in_whatever_order_it_
     """`status` inspects the container before it reads the log tail: the order must not matter."""
     lost_head = "[W1201 09:30:36 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=37)"
     for container_first in (True, False):
-        tl = L.RankTimeline(2)
+        tl = RankTimeline(2)
         tl.launched(0.0, "c" * 64)
         tl.request_stop(100.0)
         if container_first:
@@ -249,7 +260,7 @@ def _stats_line(prompt: float, gen: float, running: int) -> str:
 def test_a_hang_is_dated_inside_the_stats_interval_and_confirmed_until_now() -> None:
     """vLLM's stats line averages its 10 s: a line at a third of the rate says the tokens stopped a third
     into its interval; /metrics still flat now extends the run past the last line."""
-    cluster = L.ClusterTimeline([0], hang_after_s=15.0)
+    cluster = ClusterTimeline([0], hang_after_s=15.0)
     head = cluster[0]
     head.launched(0.0, "c" * 64)
     for at, gen in ((100.0, 50.0), (110.0, 50.0), (120.0, 50.0 / 3), (130.0, 0.0)):

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.recipe.launch import RankFailed, RankTimeline
 from cockpit.recipe.phases import (
     FAILURE_RULES,
     PHASE_RULES,
@@ -17,6 +16,7 @@ from cockpit.recipe.phases import (
     match_progress,
     required_literals,
 )
+from cockpit.recipe.timeline import RankFailed, RankTimeline
 
 LOGS = Path(__file__).parent / "logs"
 HEAD_BOOT = (LOGS / "head_boot.log").read_text()
