@@ -4,35 +4,20 @@
   smart case: a pattern without capitals ignores case.
 - `FilteredView` holds the filtered lines of a source with N context lines around each match and a
   separator between groups (like `grep -C N`); it is built once, then fed only the new lines.
-- `Signatures` classifies a line as a failure or a phase line. It uses the recipe's patterns
-  (`cockpit.recipe.phases`) when that module is there, else the DOMAIN §2 list below.
+- `Signatures` classifies a line as a failure or a phase line by the rules its caller gives (the TUI
+  gives the recipe's: telemetry sits below `cockpit.recipe` and imports nothing of it).
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from cockpit.telemetry.logs import LogLine
+from cockpit.telemetry.logline import LogLine
 
 MATCH, CONTEXT, SEPARATOR = 1, 2, 3
-
-# DOMAIN §2: failure signatures and the progress lines of a launch (the fallback list).
-FAILURE_PATTERNS: tuple[str, ...] = (
-    r"NCCL WARN", r"Traceback \(most recent call last\)", r"\bTraceback\b", r"out of memory",
-    r"\bKilled\b", r"ibv_modify_qp failed", r"NET/IB: Got completion from peer", r"unhandled system error",
-    r"wrap_ibv_reg_mr_iova2", r"No common block size", r"TCPStore recvValue failed",
-    r"Too many open files", r"Engine core initialization failed", r"\bERROR\b", r"CUDA error",
-)
-PHASE_PATTERNS: tuple[str, ...] = (
-    r"DP group leader", r"world_size=\d+", r"Engram DISK mode", r"Loading weights took",
-    r"Model loading took", r"GPU KV cache size", r"Available KV cache", r"Graph capturing finished",
-    r"Application startup complete", r"Uvicorn running on", r"Loading safetensors checkpoint shards",
-    r"Capturing CUDA graph",
-)
 
 
 class FilterError(ValueError):
@@ -141,55 +126,22 @@ class FilteredView:
         return len(self.lines)
 
 
-def _union(patterns: Sequence[str]) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in patterns))
-
-
-def _scoped(pattern: re.Pattern[str]) -> str:
-    """A compiled pattern as a union member that keeps its own flags."""
-    flags = "".join(f for f, bit in (("i", re.IGNORECASE), ("s", re.DOTALL), ("m", re.MULTILINE))
-                    if pattern.flags & bit)
-    return f"(?{flags}:{pattern.pattern})" if flags else f"(?:{pattern.pattern})"
-
-
 class Signatures:
-    """Failure and phase lines. With the recipe's rules (`cockpit.recipe.phases`) a line is a failure
-    when `match_failure` says so (benign look-alikes excluded) and a phase line when `match_phase` does;
-    a single union regex prefilters, so scanning a long buffer stays cheap."""
+    """Which log lines are failures and which announce a launch phase, by the caller's rules.
 
-    def __init__(self, failures: Sequence[str] = FAILURE_PATTERNS, phases: Sequence[str] = PHASE_PATTERNS,
-                 *, match_failure: Callable[[str], object] | None = None,
-                 match_phase: Callable[[str, int], object] | None = None):
-        self.failure = _union(failures)
-        self.phase = _union(phases)
+    Telemetry knows no signatures of its own: the TUI passes the recipe's (`cockpit.recipe.phases`:
+    `match_failure(text)`, `match_phase(text, rank)`, each already prefiltered by its rules' required
+    literals, so scanning a long buffer stays cheap). A rule's answer counts when it is not None."""
+
+    def __init__(self, match_failure: Callable[[str], object], match_phase: Callable[[str, int], object]):
         self._match_failure = match_failure
         self._match_phase = match_phase
 
-    @classmethod
-    def load(cls) -> Signatures:
-        """The recipe's rules if `cockpit.recipe.phases` is there, else the built-in DOMAIN §2 list."""
-        try:
-            mod = importlib.import_module("cockpit.recipe.phases")
-            failure_rules = mod.FAILURE_RULES
-            phase_rules = mod.PHASE_RULES
-            match_failure, match_phase = mod.match_failure, mod.match_phase
-        except (ImportError, AttributeError):
-            return cls()
-        # rules anchored at `^` apply to the message without vLLM's prefix: prefilter them generically
-        failures = [_scoped(r.pattern) for r in failure_rules if not r.pattern.pattern.startswith("^")]
-        failures.append(r"[A-Z]\w*(?:Error|Exception): ")
-        phases = [_scoped(r.pattern) for r in phase_rules]
-        return cls(failures, phases, match_failure=match_failure, match_phase=match_phase)
-
     def is_failure(self, text: str) -> bool:
-        if self.failure.search(text) is None:
-            return False
-        return self._match_failure is None or self._match_failure(text) is not None
+        return self._match_failure(text) is not None
 
     def is_phase(self, text: str, rank: int = 0) -> bool:
-        if self._match_phase is not None:
-            return self._match_phase(text, rank) is not None
-        return self.phase.search(text) is not None
+        return self._match_phase(text, rank) is not None
 
     def classify(self, text: str, rank: int = 0) -> str | None:
         """"failure", "phase" or None."""
@@ -201,9 +153,9 @@ class Signatures:
 
     def first_failure(self, lines: Sequence[LogLine | None], start: int = 0) -> int | None:
         """Index of the first failure line at or after `start`, or None."""
-        search = self.failure.search
+        match = self._match_failure
         rest = iter(lines) if start <= 0 else (lines[i] for i in range(start, len(lines)))
         for i, line in enumerate(rest, max(start, 0)):
-            if line is not None and search(line.text) and self.is_failure(line.text):
+            if line is not None and match(line.text) is not None:
                 return i
         return None

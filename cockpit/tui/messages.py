@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from cockpit.recipe.launch import DryRun, Gate
     from cockpit.recipe.setup_model import SetupEvent, SetupPlan
     from cockpit.recipe.stop import StopItem
-    from cockpit.telemetry.logs import LogLine
+    from cockpit.telemetry.logline import LogLine
 
 
 # ---- app ----------------------------------------------------------------------------------------------

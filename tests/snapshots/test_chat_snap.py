@@ -1,5 +1,6 @@
 """Snapshots of the chat pane: a streaming answer with thinking collapsed, a tool call, API not ready, an
-answer waiting for its first token (the pane's clock frozen) and one given up on at its deadline."""
+answer waiting for its first token (the pane's clock frozen) and one given up on at its deadline; and the
+matrix's scene (`scene`): a finished answer with its thinking folded and its figures."""
 
 from __future__ import annotations
 
@@ -20,9 +21,7 @@ async def _open_chat(app: CockpitApp, pilot, status: ApiStatus) -> ChatPane:  # 
     await pilot.pause()
     app.action_show_pane("chat")
     pane = app.query_one(ChatPane)
-    field = pane.query_one("#chat-input")
-    field.cursor_blink = False      # a blinking cursor is caught on or off at random: not a thing to snapshot
-    field.focus()
+    pane.query_one("#chat-input").focus()
     await pilot.pause()
     pane.show_api_status(status)
     return pane
@@ -167,3 +166,22 @@ def test_escapes_and_markup_in_an_answer_are_inert(snap_compare, fixed_config) -
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The matrix's chat state: the API ready, one question and its finished answer (thinking folded,
+    TTFT, tok/s, tokens, finish reason), the key hints under the input."""
+    pane = await _open_chat(app, pilot, READY)
+    ask(pane, "Write two sentences about the ocean.")
+    pane.feed(RoleStarted())
+    pane.feed(ReasoningDelta("The user wants two sentences about the ocean."))
+    answer = "The ocean covers most of the planet. It holds nearly all of its water and much of its life."
+    pane.feed(ContentDelta(answer))
+    usage = Usage(14, 38, 52)
+    pane.feed(usage)
+    stats = StreamStats(0.0, 0.31, 1.07, 38, 12, 0.05, 0.04)
+    pane.feed(Finished("stop", ChatResult(answer, "The user wants two sentences about the ocean.", (), "stop",
+                                          usage, stats), stats))
+    pane.action_fold_reasoning()
+    pane.flush()
+    await pilot.pause()

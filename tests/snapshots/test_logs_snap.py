@@ -1,4 +1,5 @@
-"""Snapshots of the logs pane: merged view, filtered with context, paused with a count of new lines.
+"""Snapshots of the logs pane: merged view, filtered with context, paused with a count of new lines;
+and the matrix's scene (`scene`): the first failure found and marked, one rank's follower lost.
 
 The pane is fed the same `LogLine`s its followers produce (fixed timestamps), so the pictures are
 stable; the real following is covered by tests/integration/test_logs_demo.py.
@@ -6,6 +7,7 @@ stable; the real following is covered by tests/integration/test_logs_demo.py.
 
 from __future__ import annotations
 
+from cockpit.telemetry.logfollow import FollowEvent
 from cockpit.telemetry.logline import LogLine
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.logs import LogsPane
@@ -104,3 +106,20 @@ def test_logs_paused_with_pending_count(snap_compare, fixed_config) -> None:
         assert not pane.view.following and pane.view.new_lines == sum(len(v) for v in more.values())
 
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The matrix's logs state: every rank's lines merged, the first failure (rank 2's NCCL WARN) found
+    with `e` and marked, following paused there, and rank 2's follower lost with its reason."""
+    pane = await show_logs(app, pilot, rounds=2)
+    for rank in pane.ranks:
+        pane.note(FollowEvent(rank, "following"))
+    pane.note(FollowEvent(2, "lost", "connection lost (no keepalive answer)"))
+    await pilot.press("e")
+    for _ in range(100):  # the search runs in a thread
+        await pilot.pause(0.02)
+        if pane.view.marked is not None:
+            break
+    assert pane.view.marked is not None and "NCCL WARN" in pane.view.marked.text
+    pane.flush(now=True)
+    await pilot.pause()

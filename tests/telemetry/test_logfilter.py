@@ -1,9 +1,11 @@
-"""Log filters: regex and inverse, grep -C context with separators, incremental feeding, signatures."""
+"""Log filters: regex and inverse, grep -C context with separators, incremental feeding, and the
+signatures the caller gives (the TUI: the recipe's)."""
 
 from __future__ import annotations
 
-import importlib.util
+import ast
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -20,6 +22,7 @@ from cockpit.telemetry.logfilter import (
     StreamFilter,
 )
 from cockpit.telemetry.logline import LogLine
+from cockpit.tui.widgets.logview import recipe_signatures
 
 T0 = 1_795_993_157_000_000_000
 
@@ -116,14 +119,16 @@ plain INFO line about nothing in particular
 """
 
 
-def test_signatures_classify_real_lines() -> None:
-    sig = Signatures()
+def test_signatures_classify_real_lines_by_the_recipes_rules() -> None:
+    sig = recipe_signatures()
     kinds = [sig.classify(t) for t in REAL_EXCERPT.splitlines()]
-    assert kinds == ["phase", "phase", "phase", "phase", "failure", "failure", "failure", "phase", None, None]
+    assert kinds == ["phase"] * 4 + ["failure"] * 3 + ["phase", "phase", None]
+    # the API server's lines are the head's phases: on a worker's rank they are plain lines
+    assert [sig.classify(t, rank=2) for t in REAL_EXCERPT.splitlines()[7:9]] == [None, None]
 
 
 def test_first_failure_from_a_start_index() -> None:
-    sig = Signatures()
+    sig = recipe_signatures()
     lines: list[LogLine | None] = [*lines_of(REAL_EXCERPT.splitlines())]
     lines.insert(1, None)  # a separator is skipped
     assert sig.first_failure(lines) == 5
@@ -131,15 +136,29 @@ def test_first_failure_from_a_start_index() -> None:
     assert sig.first_failure(lines, 8) is None
 
 
-def test_signatures_load_falls_back_or_uses_the_recipe() -> None:
-    sig = Signatures.load()
-    assert sig.is_failure("x NCCL WARN y") and sig.classify("Graph capturing finished in 5 secs") == "phase"
+def test_signatures_know_only_the_rules_they_are_given() -> None:
+    """No built-in list behind the caller's back: a line is a failure or a phase by the given rules alone."""
+    sig = Signatures(lambda text: "boom" if "BOOM" in text else None,
+                     lambda text, rank: "up" if text == "UP" and rank == 1 else None)
+    assert sig.classify("x NCCL WARN y") is None
+    assert sig.classify("Traceback (most recent call last):") is None
+    assert sig.classify("a BOOM here") == "failure" and sig.classify("UP", rank=1) == "phase"
+    assert sig.classify("UP", rank=0) is None
+    assert sig.first_failure(lines_of(["fine", "NCCL WARN", "BOOM"])) == 2
 
 
-def test_recipe_rules_are_used_when_present() -> None:
-    if importlib.util.find_spec("cockpit.recipe.phases") is None:
-        pytest.skip("cockpit.recipe.phases is not there: the built-in list is used")
-    sig = Signatures.load()
+def test_the_log_filter_imports_nothing_of_the_recipe() -> None:
+    """telemetry sits below recipe: the signatures come from the caller, never from an import."""
+    tree = ast.parse((Path(__file__).resolve().parents[2] / "cockpit/telemetry/logfilter.py").read_text())
+    nodes = list(ast.walk(tree))
+    imported = {alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in nodes if isinstance(node, ast.ImportFrom)}
+    assert imported and not {m for m in imported if m.startswith("cockpit.recipe") or m == "importlib"}
+    assert not [n for n in nodes if isinstance(n, ast.Name) and n.id in ("__import__", "import_module")]
+
+
+def test_recipe_rules_tell_benign_lines_and_roles_apart() -> None:
+    sig = recipe_signatures()
     assert not sig.is_failure("[W] TCPStore recvValue failed (head not up yet), still retrying")  # benign
     assert sig.is_failure("[W] TCPStore recvValue failed: Connection reset by peer")
     assert sig.is_failure("(Worker_TP1 pid=9) ERROR 10-14 10:21:33 [core.py:1] ValueError: "

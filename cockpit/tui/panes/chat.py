@@ -11,6 +11,9 @@ No answer waits forever: the deadlines of ``[engine]`` in cluster.toml (``first_
 shows the error and its remedy and the input takes the next message. Until the first token the turn shows
 how long it has waited, ticked once a second on :attr:`ChatPane.clock` (tests freeze it).
 
+Keys are the pane's bindings (remappable in ``[ui.keymap]``); the key hints under the input and every
+message naming a key ask the keymap for it. Colours are the theme's roles (``cockpit.tui.styles``).
+
 Typed commands (Enter sends anything else as a message): /temp T, /top_p P, /max N|off, /effort E,
 /think on|off, /image PATH, /tools PATH|off, /tool ID TEXT, /save PATH, /load PATH,
 /clear, /help. With tool calls pending, a plain line is the result of the first pending call.
@@ -21,18 +24,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.message import Message
-from textual.screen import ModalScreen
+from textual.containers import VerticalScroll
 from textual.timer import Timer
-from textual.widgets import Button, Input, Static
+from textual.widgets import Input, Static
+from textual.worker import Worker, WorkerState
 
 from cockpit.api import (
     ChatEvent,
@@ -61,64 +63,36 @@ from cockpit.api.stream import StreamDeadlines
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.dialogs import ConfirmOverwrite
+from cockpit.tui.keys import key_for
+from cockpit.tui.messages import SmokeProgress
 from cockpit.tui.pane import Pane
 from cockpit.tui.widgets.chat_turns import AssistantTurn, Notice, SmokeTurn, ToolResultTurn, UserTurn
+from cockpit.tui.widgets.statusline import StatusLine
 
 FLUSH_EVERY = 0.05
 EFFORTS = list(EFFORT_LEVELS)  # low, high, xhigh, max
 MAX_TURN_WIDGETS = 400
 HELP = ("commands: /temp T · /top_p P · /max N|off · /effort low|high|xhigh|max · /think on|off · "
         "/image PATH · /tools PATH|off · /tool ID TEXT · /save PATH · /load PATH · /clear")
-STATE_LOOK = {
-    "ready": ("●", "bold green"),
-    "checking": ("…", "dim"),
-    "down": ("○", "dim"),
-    "models_error": ("✗", "red"),
-    "model_missing": ("✗", "red"),
-    "tunnel_down": ("✗", "bold red"),
-    "engine_dead": ("✗", "bold red"),
-    "not_ready": ("◌", "bold yellow"),
-    "unreachable": ("◌", "bold yellow"),
-    "timeout": ("◌", "bold yellow"),
-    "http_error": ("✗", "red"),
+STATE_LOOK = {  # the API's state → (mark, role)
+    "ready": ("●", "ok"),
+    "checking": ("…", "muted"),
+    "down": ("○", "muted"),
+    "models_error": ("✗", "fail"),
+    "model_missing": ("✗", "fail"),
+    "tunnel_down": ("✗", "fail"),
+    "engine_dead": ("✗", "alarm"),
+    "not_ready": ("◌", "warn"),
+    "unreachable": ("◌", "warn"),
+    "timeout": ("◌", "warn"),
+    "http_error": ("✗", "fail"),
 }
-
-
-@dataclass
-class SmokeProgress(Message):
-    step: SmokeStep | None
-    passed: bool | None = None
-    error: str = ""
-
-
-class ConfirmOverwrite(ModalScreen[bool]):
-    """Asks before a save replaces an existing file."""
-
-    BINDINGS = [Binding("y", "answer(True)", "Overwrite", id="chat.overwrite.yes"),
-                Binding("n,escape", "answer(False)", "Keep", id="chat.overwrite.no")]
-    DEFAULT_CSS = """
-    ConfirmOverwrite { align: center middle; }
-    ConfirmOverwrite > Vertical { width: 70; height: auto; border: round $warning; background: $surface;
-                                  padding: 1 2; }
-    ConfirmOverwrite Horizontal { height: auto; margin: 1 0 0 0; }
-    """
-
-    def __init__(self, path: Path):
-        super().__init__()
-        self.path = path
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(Text(f"{self.path} exists. Overwrite it with this conversation?"), markup=False)
-            with Horizontal():
-                yield Button("Overwrite (y)", variant="warning", id="yes")
-                yield Button("Keep it (n)", id="no")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
-    def action_answer(self, value: bool) -> None:
-        self.dismiss(value)
+UNKNOWN_LOOK = ("?", "unknown")
+HINT_LABELS = {"stop": "stop", "toggle_thinking": "thinking", "cycle_effort": "effort",
+               "fold_reasoning": "fold thinking", "toggle_markdown": "markdown", "copy_answer": "copy",
+               "smoke": "smoke test", "clear": "clear", "prefill('/save ')": "save",
+               "prefill('/load ')": "load"}
 
 
 class ChatPane(Pane):
@@ -128,6 +102,8 @@ class ChatPane(Pane):
     HEADLESS = "r37-cockpit smoke"
 
     FOCUS = "#chat-input"  # shown → typing goes to the message line (digits too, not pane keys)
+    HINTS = ("stop", "toggle_thinking", "cycle_effort", "fold_reasoning", "toggle_markdown", "copy_answer",
+             "smoke", "clear", "prefill('/save ')", "prefill('/load ')")
 
     BINDINGS = [
         Binding("escape", "stop", "Stop", id="chat.stop"),
@@ -143,10 +119,13 @@ class ChatPane(Pane):
     ]
     DEFAULT_CSS = """
     ChatPane #chat-status { height: auto; padding: 0 1; background: $panel; }
-    ChatPane #chat-settings { height: 1; padding: 0 1; color: $text-muted; }
+    ChatPane #chat-settings { padding: 0 1; color: $text-muted; }
     ChatPane #chat-log { height: 1fr; }
-    ChatPane #chat-input { dock: bottom; }
+    ChatPane #chat-keys { padding: 0 1; }
+    ChatPane.-short #chat-input { height: 1; border: none; padding: 0 1; background: $boost; }
+    ChatPane.-short #chat-input:focus { background: $surface-lighten-2; }
     """
+    SHORT = 30  # a pane lower than this (an 80×24 terminal) gives the transcript the input's border
 
     clock: Callable[[], float] = staticmethod(time.monotonic)
     """The clock of the time an answer has waited for its first token (a snapshot test freezes it)."""
@@ -173,13 +152,33 @@ class ChatPane(Pane):
 
     def compose(self) -> ComposeResult:
         yield Static(id="chat-status", markup=False)
-        yield Static(id="chat-settings", markup=False)
+        yield StatusLine(id="chat-settings")
         yield VerticalScroll(id="chat-log")
-        yield Input(placeholder="Message the model (Enter sends, /help for commands)", id="chat-input")
+        yield Input(id="chat-input")
+        yield StatusLine(id="chat-keys")
 
     def on_mount(self) -> None:
+        self.refresh_view()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.height < self.SHORT, "-short")
+
+    def refresh_view(self) -> None:
+        """Theme or keymap changed: the status, the settings, the placeholder and the key hints again
+        (the transcript's texts name roles, which the console resolves when they repaint)."""
         self._show_status()
         self._show_settings()
+        self._show_keys()
+
+    def _show_keys(self) -> None:
+        hints = [self.key_hints((action,), labels=HINT_LABELS) for action in self.HINTS or ()]
+        self.query_one("#chat-keys", StatusLine).show([(hints, " · ")])
+
+    def _key(self, action: str, what: str) -> str:
+        """"Esc stops it" for a message: the key bound to `action` now, or the action's name when the
+        keymap left it without one."""
+        key = self.key_for(action)
+        return f"{key} {what}" if key else f"the {action} action {what}"
 
     async def on_unmount(self) -> None:
         await self.endpoint.aclose()
@@ -203,38 +202,41 @@ class ChatPane(Pane):
     def _show_status(self) -> None:
         s = self.api_status
         state = s.state if s is not None else "checking"
-        mark, style = STATE_LOOK.get(state, ("?", "red"))
+        mark, style = STATE_LOOK.get(state, UNKNOWN_LOOK)
         label = {"ready": "API ready", "tunnel_down": "tunnel down", "engine_dead": "engine dead",
                  "checking": "checking the API", "http_error": "API error",
                  "down": "no model running"}.get(state, "API not ready")
         text = Text.assemble((f"{mark} {label}", style), "  ")
         if s is None or s.ready:
-            text.append(self.endpoint.describe(), style="dim")
+            text.append(self.endpoint.describe(), style="muted")
         else:
             text.append(neutralise(s.message))  # may quote the server (an error body, a model name)
             if s.remedy:
-                text.append("\n  remedy: " + neutralise(self._fix(s.remedy)), style="dim")
+                text.append("\n  remedy: " + neutralise(self._fix(s.remedy)), style="muted")
         self.query_one("#chat-status", Static).update(text)
 
-    def _settings_label(self) -> str:
+    def _settings_parts(self) -> list[str]:
         s = self.session.settings
-        think = f"thinking on · effort {s.reasoning_effort}" if s.thinking else "thinking off"
-        return (f"{think} · temp {s.temperature:g} · top_p {s.top_p:g} · max_tokens "
-                f"{s.max_tokens if s.max_tokens else '-'}")
+        think = [f"thinking on · effort {s.reasoning_effort}"] if s.thinking else ["thinking off"]
+        return [*think, f"temp {s.temperature:g}", f"top_p {s.top_p:g}",
+                f"max_tokens {s.max_tokens if s.max_tokens else '-'}"]
+
+    def _settings_label(self) -> str:
+        return " · ".join(self._settings_parts())
 
     def _show_settings(self) -> None:
-        label = self._settings_label()
-        extra = []
+        parts = self._settings_parts()
         if self.session.tools:
-            extra.append(f"tools {len(self.session.tools)}")
+            parts.append(f"tools {len(self.session.tools)}")
         if self.session.pending_images:
-            extra.append(f"images {self.session.pending_images} attached")
-        extra.append("markdown" if self.markdown else "plain text")
-        self.query_one("#chat-settings", Static).update(Text(" · ".join([label, *extra])))
+            parts.append(f"images {self.session.pending_images} attached")
+        parts.append("markdown" if self.markdown else "plain text")
+        self.query_one("#chat-settings", StatusLine).show([([Text(p) for p in parts], " · ")])
+        field = self.query_one("#chat-input", Input)
+        send = key_for(field, "submit") or "Enter"
         pending = self.session.pending_tool_calls()
-        placeholder = ("Message the model (Enter sends, /help for commands)" if not pending else
-                       f"Result of tool call {pending[0].name} ({pending[0].id}) — Enter sends it")
-        self.query_one("#chat-input", Input).placeholder = placeholder
+        field.placeholder = (f"Message the model ({send} sends, /help for commands)" if not pending else
+                             f"Result of tool call {pending[0].name} ({pending[0].id}) — {send} sends it")
 
     # transcript -------------------------------------------------------------------------------------
 
@@ -254,7 +256,7 @@ class ChatPane(Pane):
         """A remedy whose quoted cockpit commands carry this cockpit's --config when it is not the default."""
         return cockpit_remedy(text, self.ctx.config_path)
 
-    def notice(self, text: str, style: str = "yellow", remedy: str = "") -> None:
+    def notice(self, text: str, style: str = "warn", remedy: str = "") -> None:
         self._add(Notice(text, style, remedy))
 
     def frame(self) -> None:
@@ -336,7 +338,7 @@ class ChatPane(Pane):
         try:
             self.session.add_result(result)
         except ChatInputError as exc:
-            self.notice(str(exc), "red")
+            self.notice(str(exc), "fail")
         self._show_settings()
 
     def rebuild(self) -> None:
@@ -389,14 +391,14 @@ class ChatPane(Pane):
     def send(self, text: str) -> None:
         """Append a user message and stream the answer (refused while a stream runs)."""
         if self._streaming:
-            self.notice("an answer is still streaming: Esc stops it")
+            self.notice(f"an answer is still streaming: {self._key('stop', 'stops it')}")
             return
         images = self.session.pending_images
         try:
             self.session.add_user(text)
             request = self._next_request()
         except ChatInputError as exc:
-            self.notice(str(exc), "red")
+            self.notice(str(exc), "fail")
             return
         self._add(UserTurn(text, self._settings_label(), images))
         self._show_settings()
@@ -407,14 +409,14 @@ class ChatPane(Pane):
         try:
             self.session.add_tool_result(call_id, text)
         except ChatInputError as exc:
-            self.notice(str(exc), "red")
+            self.notice(str(exc), "fail")
             return
         self._add(ToolResultTurn(pending[call_id].name, call_id, text))
         self._show_settings()
         if not self.session.pending_tool_calls():
             self._stream(self._next_request())
 
-    @work(exclusive=True, group="chat-stream", exit_on_error=False)
+    @work(exclusive=True, group="chat-stream", name="chat stream", exit_on_error=False)
     async def _stream(self, request: ChatRequest) -> None:
         self._streaming = True
         turn = self.begin_answer()
@@ -466,13 +468,20 @@ class ChatPane(Pane):
         self._add(self._smoke)
         self.run_smoke_test()
 
-    @work(exclusive=True, group="chat-smoke", exit_on_error=False)
+    @work(exclusive=True, group="chat-smoke", name="smoke test", exit_on_error=False)
     async def run_smoke_test(self) -> None:
         steps: list[SmokeStep] = []
         async for step in smoke_through(self.endpoint):
             steps.append(step)
             self.post_message(SmokeProgress(step))
         self.post_message(SmokeProgress(None, all_passed(steps)))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A smoke test that failed with an error (the app shows it, on the error line) is over: its turn
+        says FAILED instead of "running…" forever. The event goes on to the app."""
+        if (event.state is WorkerState.ERROR and event.worker.group == "chat-smoke"
+                and self._smoke is not None and not self._smoke.done):
+            self._smoke.finish(False, "the test stopped on an error (see the error line below)")
 
     def on_smoke_progress(self, message: SmokeProgress) -> None:
         self.show_smoke(message.step, message.passed, message.error)
@@ -511,12 +520,12 @@ class ChatPane(Pane):
                 s.thinking = arg == "on"
             elif name == "/image":
                 self.session.attach_image(arg)
-                self.notice(f"attached {arg} ({self.session.pending_images} for the next message)", "green")
+                self.notice(f"attached {arg} ({self.session.pending_images} for the next message)", "ok.soft")
             elif name == "/tools":
                 self.session.tools = None if arg == "off" else load_tools(arg)
                 if self.session.tools:
                     names = ", ".join(t["function"]["name"] for t in self.session.tools)
-                    self.notice(f"tools: {names}", "green")
+                    self.notice(f"tools: {names}", "ok.soft")
             elif name == "/tool":
                 call_id, _, text = arg.partition(" ")
                 self.send_tool_result(call_id, text)
@@ -527,11 +536,11 @@ class ChatPane(Pane):
             elif name == "/clear":
                 self.action_clear()
             elif name == "/help":
-                self.notice(HELP, "cyan")
+                self.notice(HELP, "highlight")
             else:
                 raise ChatInputError(f"unknown command {name} ({HELP})")
         except ChatInputError as exc:
-            self.notice(str(exc), "red")
+            self.notice(str(exc), "fail")
         self._show_settings()
 
     @staticmethod
@@ -551,23 +560,23 @@ class ChatPane(Pane):
                     self.save(path_text, overwrite=True)
                 else:
                     self.notice(f"not saved: {path} kept as it was")
-            self.app.push_screen(ConfirmOverwrite(path), answered)
+            self.app.push_screen(ConfirmOverwrite(path, "this conversation"), answered)
             return
         try:
             written = self.session.save(path, overwrite=overwrite)
         except ChatInputError as exc:
-            self.notice(str(exc), "red")
+            self.notice(str(exc), "fail")
             return
-        self.notice(f"saved {len(self.session.messages)} messages to {written}", "green")
+        self.notice(f"saved {len(self.session.messages)} messages to {written}", "ok.soft")
 
     def load(self, path_text: str) -> None:
         if not path_text:
             raise ChatInputError("/load PATH")
         if self._streaming:
-            raise ChatInputError("an answer is still streaming: Esc stops it first")
+            raise ChatInputError(f"an answer is still streaming: {self._key('stop', 'stops it')} first")
         self.session = ChatSession.load(path_text)
         self.rebuild()
-        self.notice(f"loaded {len(self.session.messages)} messages from {path_text}", "green")
+        self.notice(f"loaded {len(self.session.messages)} messages from {path_text}", "ok.soft")
 
     # key actions ------------------------------------------------------------------------------------
 

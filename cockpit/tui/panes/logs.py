@@ -3,9 +3,11 @@
 Readers (one worker per rank following `docker logs -f -t` over SSH) only append to bounded inboxes
 (timestamp and text columns); a 50 ms timer moves at most MAX_PER_FLUSH lines per tick into the store
 and tells the view how many entries arrived, so the cost is per frame, not per line. Any scroll away
-from the bottom pauses following (a counter shows the new lines); `f`/`end` resumes. `/` filters
-(regex, `!` inverts) with context lines; failure signatures and phase lines are highlighted; text is
-shown as plain text with control characters neutralised.
+from the bottom pauses following (a counter shows the new lines); the follow key resumes. The filter
+key filters (regex, `!` inverts) with context lines; the recipe's failure signatures and phase lines
+(`cockpit.recipe.phases`) are highlighted; text is shown as plain text with control characters
+neutralised. The status line packs its parts to the pane's width (nothing is cut at 80 columns) and
+takes its keys from the bindings, so a remapped key shows remapped.
 """
 
 from __future__ import annotations
@@ -15,32 +17,25 @@ import time
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widget import Widget
-from textual.widgets import Input, Static, Tab, Tabs
+from textual.widgets import Input, Tab, Tabs
 
-from cockpit.telemetry.logfilter import FilteredView, FilterError, LineFilter, Signatures
-from cockpit.telemetry.logs import (
-    DEFAULT_CAPACITY,
-    NO_CONTAINER,
-    FollowEvent,
-    LogLine,
-    LogStore,
-    follow,
-    save_lines,
-)
+from cockpit.telemetry.logfilter import FilteredView, FilterError, LineFilter
+from cockpit.telemetry.logfollow import NO_CONTAINER, FollowEvent, follow
+from cockpit.telemetry.logline import LogLine, save_lines
+from cockpit.telemetry.logstore import DEFAULT_CAPACITY, LogStore
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.dialogs import ConfirmOverwrite, PathPrompt
+from cockpit.tui.keys import key_for
+from cockpit.tui.messages import ErrorFound, FollowPaused
 from cockpit.tui.pane import Pane
-from cockpit.tui.widgets.logview import PLAIN, FollowPaused, LogView
+from cockpit.tui.widgets.logview import PLAIN, LogView, recipe_signatures
+from cockpit.tui.widgets.statusline import Row, StatusLine
 
 FLUSH_EVERY = 0.05
 MAX_PER_FLUSH = 12_000  # lines moved into the store per tick at most (240 000 lines/s): a tick stays short
@@ -49,6 +44,12 @@ STATUS_EVERY = 0.25  # the status line's counters refresh at most this often whi
 REJOIN_EVERY = 5.0
 CONTEXT_STEPS = (0, 2, 5, 10)
 MERGED = "merged"
+FOLLOWER_STYLE = {"following": "ok.soft", "resumed": "ok.soft", "lost": "fail", "error": "fail",
+                  "ended": "warn.soft", "waiting": "warn.soft"}  # any other state (starting, -): muted
+HINT_LABELS = {"filter": "filter", "resume": "follow", "tab(-1)": "prev tab", "tab(1)": "next tab",
+               "show_tab": "merged", "toggle_timestamps": "time", "toggle_wrap": "wrap",
+               "cycle_context": "context", "first_error": "first error", "next_error": "next error",
+               "save(False)": "save", "save(True)": "save all"}
 
 
 class _BufferSource:
@@ -149,15 +150,6 @@ def take_slice(inboxes: dict[int, Inbox], limit: int) -> dict[int, tuple[list[in
     return out
 
 
-@dataclass
-class ErrorFound(Message):
-    """The failure search (a thread) found a line, or none."""
-
-    line: LogLine | None
-    index: int
-    generation: int
-
-
 class LogsPane(Pane):
     """Tabs (merged, r0…rN), the log view, a filter line and a status line."""
 
@@ -165,14 +157,20 @@ class LogsPane(Pane):
     HEADLESS = "r37-cockpit logs"
 
     FOCUS = "#logs-view"  # the app focuses the log view when this pane is shown (its keys work at once)
+    HINTS = ("filter", "resume", "tab(-1)", "tab(1)", "show_tab", "toggle_timestamps", "toggle_wrap",
+             "cycle_context", "first_error", "next_error", "save(False)", "save(True)")
 
     DEFAULT_CSS = """
     LogsPane { height: 1fr; }
     LogsPane #logs-tabs { height: 2; }
     LogsPane #logs-filter { display: none; height: 3; }
     LogsPane #logs-filter.shown { display: block; }
-    LogsPane #logs-status { height: 2; padding: 0 1; background: $panel; }
+    LogsPane #logs-status { height: 3; padding: 0 1; background: $panel; }
+    LogsPane.-short #logs-tabs { height: 1; }
+    LogsPane.-short #logs-tabs Underline { display: none; }
+    LogsPane.-short #logs-tabs Tab.-active { text-style: bold reverse; }
     """
+    SHORT = 30  # a pane lower than this (an 80×24 terminal) spends no line on the tabs' underline
 
     BINDINGS = [
         Binding("slash", "filter", "Filter", id="logs.filter", key_display="/"),
@@ -198,7 +196,7 @@ class LogsPane(Pane):
         configured = getattr(getattr(ctx.config, "ui", None), "log_buffer_lines", None)
         cap = capacity or int(configured or DEFAULT_CAPACITY)
         self.store = LogStore(self.ranks, cap)
-        self.signatures = Signatures.load()
+        self.signatures = recipe_signatures()
         self.autostart = autostart
         self.flush_every = flush_every
         self.container = ctx.config.cluster.container_name
@@ -217,12 +215,12 @@ class LogsPane(Pane):
         self._generation = 0
         self._error_at = 0
         self._max_text = 0
+        self._hints: list[Text] | None = None  # one chunk per key hint (the keymap's keys), built once
 
     def compose(self) -> ComposeResult:
         yield Tabs(Tab("merged", id=MERGED), *(Tab(f"r{r}", id=f"r{r}") for r in self.ranks), id="logs-tabs")
         yield LogView(signatures=self.signatures, id="logs-view")
-        yield Input(placeholder="regex — !regex keeps the lines that do not match; Enter applies, Esc closes",
-                    id="logs-filter")
+        yield Input(id="logs-filter")
         yield StatusLine(id="logs-status")
 
     @property
@@ -234,8 +232,26 @@ class LogsPane(Pane):
         self.set_interval(self.flush_every, self.flush)
         if self.autostart:
             for rank in self.ranks:
-                self.run_worker(self._follow(rank), group="logs-follow", name=f"logs-r{rank}")
+                self.run_worker(self._follow(rank), group="logs-follow", name=f"follow rank {rank}'s log",
+                                exit_on_error=False)
+        self._show_placeholder()
         self._show_status()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.height < self.SHORT, "-short")
+
+    def refresh_view(self) -> None:
+        """Theme or keymap changed: rows recoloured, hints and the filter's placeholder with the keys now."""
+        self._hints = None
+        self.view.restyle()
+        self._show_placeholder()
+        self._show_status(force=True)
+
+    def _show_placeholder(self) -> None:
+        box = self.query_one("#logs-filter", Input)
+        enter, close = key_for(box, "submit"), self.key_for("clear_filter")
+        box.placeholder = ("regex — !regex keeps the lines that do not match"
+                           + (f"; {enter} applies" if enter else "") + (f", {close} closes" if close else ""))
 
     # ---- ingestion ---------------------------------------------------------------------------------
 
@@ -299,10 +315,10 @@ class LogsPane(Pane):
         elif rank is None:
             self._notify_view(result.added, result.anchor_shift, longest)
         else:
-            new = len(batches[rank][1]) if rank in batches else 0
-            if new:
+            count = len(batches[rank][1]) if rank in batches else 0
+            if count:
                 shift = -(self.store.rank(rank).dropped - dropped_before)
-                self._notify_view(new, shift, longest)
+                self._notify_view(count, shift, longest)
 
     def _notify_view(self, added: int, shift: int, longest: int) -> None:
         """Tell the view what arrived, at most every RENDER_EVERY s (a frame costs the same for 1 or
@@ -448,7 +464,8 @@ class LogsPane(Pane):
         self._show_status()
         self._search(lines, start, self._generation)
 
-    @work(thread=True, exclusive=True, group="logs-search")
+    @work(thread=True, exclusive=True, group="logs-search", name="search for a failure",
+          exit_on_error=False)
     def _search(self, lines: Sequence[LogLine | None], start: int, generation: int) -> None:
         index = self.signatures.first_failure(lines, start)
         self.post_message(ErrorFound(lines[index] if index is not None else None, index or 0, generation))
@@ -466,7 +483,8 @@ class LogsPane(Pane):
         else:
             self._error_at = index
             self.view.jump_to(index, mark=True)
-            self.message = f"failure at line {index + 1}: n for the next one"
+            key = self.key_for("next_error")
+            self.message = f"failure at line {index + 1}" + (f": {key} for the next one" if key else "")
         self._show_status()
 
     # ---- saving ------------------------------------------------------------------------------------
@@ -476,20 +494,29 @@ class LogsPane(Pane):
         default = f"r37-logs-{what}-{time.strftime('%Y%m%d-%H%M%S')}.log"
         lines: Sequence[LogLine | None] = (self.store.merged.snapshot() if full
                                            else self.view.source.snapshot())  # type: ignore[attr-defined]
+        count = sum(line is not None for line in lines)
+        shown = "the full buffer (all ranks, merged)" if full else "this view"
 
         def chosen(path: str | None) -> None:
             if not path:
                 return
             target = Path(path).expanduser()
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self._save(lines, str(target), True)
+                else:
+                    self._set_message(f"not saved: {target} kept as it was")
+
             if target.exists():
-                self.app.push_screen(ConfirmOverwrite(str(target)),
-                                     lambda yes: self._save(lines, str(target), True) if yes else None)
+                self.app.push_screen(ConfirmOverwrite(target, f"{count:,} log lines"), answered)
             else:
                 self._save(lines, str(target), False)
 
-        self.app.push_screen(SavePrompt(default, len(lines), full), chosen)
+        self.app.push_screen(PathPrompt(f"Save {shown}: {count:,} lines. File name:",
+                                        os.path.join(os.getcwd(), default)), chosen)
 
-    @work(thread=True, group="logs-save")
+    @work(thread=True, group="logs-save", name="save the log", exit_on_error=False)
     def _save(self, lines: Sequence[LogLine | None], path: str, overwrite: bool) -> None:
         try:
             n = save_lines(path, lines, overwrite=overwrite)
@@ -507,68 +534,62 @@ class LogsPane(Pane):
 
     # ---- status ------------------------------------------------------------------------------------
 
-    def status_text(self) -> Text:
+    def status_rows(self) -> list[Row]:
+        """The status line's rows as (parts, separator): the view's state, each follower's, the keys.
+        A part never breaks across lines when the row is packed to the width."""
         view = self.view
-        out = Text()
+        state: list[Text] = []
         if view.following:
-            out.append("● following", style="bold green")
+            state.append(Text("● following", style="ok.soft"))
         else:
             plural = "" if view.new_lines == 1 else "s"
-            out.append(f"⏸ paused — {view.new_lines:,} new line{plural} (f to follow)", style="bold yellow")
-        out.append(f"  {self.tab}: {len(self.view.source):,} lines")
+            key = self.key_for("resume")
+            state.append(Text(f"⏸ paused — {view.new_lines:,} new line{plural}"
+                              + (f" ({key} to follow)" if key else ""), style="warn"))
+        state.append(Text(f"{self.tab}: {len(view.source):,} lines"))
         drops = [(r, b.dropped) for r, b in sorted(self.store.ranks.items()) if b.dropped]
         if drops:
-            out.append("  dropped " + ", ".join(f"r{r} {d:,}" for r, d in drops), style="red")
+            state.append(Text("dropped " + ", ".join(f"r{r} {d:,}" for r, d in drops), style="fail.soft"))
         if self.filter is not None and self.filtered is not None:
-            out.append(f"  filter {self.filter.text!r} ±{self.context}: {self.filtered.matches:,} matches",
-                       style="bold")
-        out.append(f"  ts {'on' if view.show_timestamps else 'off'} · wrap {'on' if view.wrap else 'off'}",
-                   style="dim")
+            flt, matches = self.filter.text, self.filtered.matches
+            state.append(Text(f"filter {flt!r} ±{self.context}: {matches:,} matches", style="bold"))
+        on_off = {True: "on", False: "off"}
+        state.append(Text(f"ts {on_off[view.show_timestamps]} · wrap {on_off[view.wrap]}", style="muted"))
         if self.message:
-            out.append(f"  {self.message}", style="italic")
-        out.append("\n")
+            state.append(Text(self.message, style="italic"))
+        followers: list[Text] = []
         states = [(r, self.states.get(r) or FollowEvent(r, "-")) for r in self.ranks]
-        if len({(ev.state, ev.detail) for _, ev in states}) == 1 and len(states) > 1:
-            states = states[:1]
-            out.append("all ranks ", style="bold")
-        for rank, ev in states:
-            style = {"following": "green", "resumed": "green", "lost": "bold red", "error": "red",
-                     "ended": "yellow", "waiting": "yellow"}.get(ev.state, "dim")
-            if not out.plain.endswith("all ranks "):
-                out.append(f"r{rank} ", style="bold")
-            out.append(ev.state, style=style)
+        same = len({(ev.state, ev.detail) for _, ev in states}) == 1 and len(states) > 1
+        for rank, ev in states[:1] if same else states:
+            part = Text("all ranks " if same else f"r{rank} ", style="bold")
+            part.append(ev.state, style=FOLLOWER_STYLE.get(ev.state, "muted"))
             if ev.detail and ev.state in ("lost", "error", "waiting", "ended"):
                 detail = "no container" if NO_CONTAINER in ev.detail else ev.detail
-                out.append(f": {detail[:40]}", style="dim")
-            out.append("   ")
-        return out
+                part.append(f": {detail[:40]}", style="muted")
+            followers.append(part)
+        return [(state, "  "), (followers, "   "), (self.hint_parts(), " · ")]
 
-    def _show_status(self, *, throttle: bool = False) -> None:
+    def hint_parts(self) -> list[Text]:
+        """The key hints, one part each (from the bindings with the keymap applied)."""
+        if self._hints is None:
+            self._hints = [self.key_hints((action,), labels=HINT_LABELS) for action in self.HINTS or ()]
+            self._hints = [h for h in self._hints if h.plain]
+        return self._hints
+
+    def status_text(self) -> Text:
+        """The status line as one text (its rows, each on a line of its own, unpacked)."""
+        return Text("\n").join(Text(sep).join(parts) for parts, sep in self.status_rows())
+
+    def _show_status(self, *, throttle: bool = False, force: bool = False) -> None:
         now = time.monotonic()
         if throttle and now - self._status_at < STATUS_EVERY:
             return
         self._status_at = now
-        text = self.status_text()
-        if text.plain != self._status_text:
-            self._status_text = text.plain
-            self.query_one(StatusLine).show(text)
-
-
-class StatusLine(Widget):
-    """Plain text that repaints without a layout (a Static's update lays out the whole screen)."""
-
-    DEFAULT_CSS = "StatusLine { height: 2; }"
-
-    def __init__(self, **kwargs: object):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._text = Text()
-
-    def show(self, text: Text) -> None:
-        self._text = text
-        self.refresh()
-
-    def render(self) -> Text:
-        return self._text
+        rows = self.status_rows()
+        plain = "\n".join(sep.join(p.plain for p in parts) for parts, sep in rows)
+        if force or plain != self._status_text:
+            self._status_text = plain
+            self.query_one(StatusLine).show(rows)
 
 
 def _locate(lines: Sequence[LogLine | None], line: LogLine, hint: int) -> int | None:
@@ -583,54 +604,3 @@ def _locate(lines: Sequence[LogLine | None], line: LogLine, hint: int) -> int | 
         if lines[i] == line:
             return i
     return None
-
-
-class SavePrompt(ModalScreen[str | None]):
-    """Asks for the file name; Enter saves, Esc cancels."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="logs.save_cancel")]
-    DEFAULT_CSS = """
-    SavePrompt { align: center middle; }
-    SavePrompt > Vertical { width: 90; height: auto; border: round $accent; background: $surface;
-                            padding: 0 1; }
-    """
-
-    def __init__(self, default: str, count: int, full: bool):
-        super().__init__()
-        self.default, self.count, self.full = default, count, full
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            what = "the full buffer (all ranks, merged)" if self.full else "this view"
-            yield Static(f"Save {what}: {self.count:,} lines. File name (Enter saves, Esc cancels):",
-                         markup=False)
-            yield Input(value=os.path.join(os.getcwd(), self.default), id="save-path")
-
-    @on(Input.Submitted)
-    def _submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class ConfirmOverwrite(ModalScreen[bool]):
-    """`PATH exists: overwrite?` y / n."""
-
-    BINDINGS = [Binding("y", "answer(True)", "Overwrite", id="logs.overwrite_yes"),
-                Binding("n,escape", "answer(False)", "Keep", id="logs.overwrite_no")]
-    DEFAULT_CSS = """
-    ConfirmOverwrite { align: center middle; }
-    ConfirmOverwrite > Static { width: 90; height: auto; border: round $warning; background: $surface;
-                                padding: 0 1; }
-    """
-
-    def __init__(self, path: str):
-        super().__init__()
-        self.path = path
-
-    def compose(self) -> ComposeResult:
-        yield Static(f"{self.path} exists. Overwrite it? y = overwrite, n = keep it", markup=False)
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)

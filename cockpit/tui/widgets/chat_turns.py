@@ -8,6 +8,7 @@ Streamed text is buffered by :class:`AssistantTurn`
 and rendered by :meth:`AssistantTurn.flush`, which the pane calls on a ~50 ms timer, so a burst of
 chunks costs one render per frame, not one per chunk. Until its first token, an answer shows how long it
 has waited (the pane ticks it once a second); a failed one shows its error and remedy in the turn.
+Styles are the theme's semantic roles (``cockpit.tui.styles``), never colours.
 """
 
 from __future__ import annotations
@@ -58,7 +59,10 @@ def stats_text(stats: StreamStats | None, finish: str | None, *, streaming: bool
         parts.append("streaming…")
     if note:
         parts.append(note)
-    style = "yellow" if streaming else ("red" if finish in ("error", "abort", "stopped") else "dim")
+    if streaming:
+        style = "warn.soft"
+    else:
+        style = {"error": "fail.soft", "abort": "warn", "stopped": "warn"}.get(finish or "", "muted")
     return Text(" · ".join(parts), style=style)
 
 
@@ -67,13 +71,13 @@ class UserTurn(Static):
 
     DEFAULT_CSS = "UserTurn { margin: 1 0 0 0; padding: 0 1; background: $boost; }"
 
-    def __init__(self, text: str, settings: str, images: int = 0, **kwargs: object):
-        body = Text.assemble(("you", "bold cyan"), ("  " + settings, "dim"))
+    def __init__(self, text: str, settings: str, images: int = 0, *, id: str | None = None):
+        body = Text.assemble(("you", "user"), ("  " + settings, "muted"))
         if images:
-            body.append(f"  [{images} image{'s' if images > 1 else ''}]", style="magenta")
+            body.append(f"  [{images} image{'s' if images > 1 else ''}]", style="accent")
         body.append("\n")
         body.append(neutralise_block(text))  # a loaded session's text is a file's
-        super().__init__(body, markup=False, **kwargs)  # type: ignore[arg-type]
+        super().__init__(body, markup=False, id=id)
 
 
 class ToolResultTurn(Static):
@@ -81,10 +85,10 @@ class ToolResultTurn(Static):
 
     DEFAULT_CSS = "ToolResultTurn { margin: 1 0 0 0; padding: 0 1; background: $boost; }"
 
-    def __init__(self, name: str, call_id: str, content: str, **kwargs: object):
+    def __init__(self, name: str, call_id: str, content: str, *, id: str | None = None):
         head = neutralise(f"  {name} ({call_id})") + "\n"
-        body = Text.assemble(("tool result", "bold magenta"), (head, "dim"), neutralise_block(content))
-        super().__init__(body, markup=False, **kwargs)  # type: ignore[arg-type]
+        body = Text.assemble(("tool result", "accent"), (head, "muted"), neutralise_block(content))
+        super().__init__(body, markup=False, id=id)
 
 
 class Notice(Static):
@@ -92,11 +96,12 @@ class Notice(Static):
 
     DEFAULT_CSS = "Notice { margin: 1 0 0 0; padding: 0 1; }"
 
-    def __init__(self, text: str, style: str = "yellow", remedy: str = "", **kwargs: object):
+    def __init__(self, text: str, style: str = "warn", remedy: str = "", *, id: str | None = None):
+        """`style`: the role of the text (``warn``, ``fail``, ``ok.soft`` …)."""
         body = Text(neutralise_block(text), style=style)  # may quote the server (an error message)
         if remedy:
-            body.append("\nremedy: " + neutralise_block(remedy), style="dim")
-        super().__init__(body, markup=False, **kwargs)  # type: ignore[arg-type]
+            body.append("\nremedy: " + neutralise_block(remedy), style="muted")
+        super().__init__(body, markup=False, id=id)
 
 
 class SmokeTurn(Static):
@@ -104,8 +109,8 @@ class SmokeTurn(Static):
 
     DEFAULT_CSS = "SmokeTurn { margin: 1 0 0 0; padding: 0 1; border: round $accent; height: auto; }"
 
-    def __init__(self, **kwargs: object):
-        super().__init__(Text("smoke test: running…", style="bold"), markup=False, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *, id: str | None = None):
+        super().__init__(Text("smoke test: running…", style="bold"), markup=False, id=id)
         self.steps: list[SmokeStep] = []
         self.done = False
 
@@ -121,17 +126,16 @@ class SmokeTurn(Static):
         if passed is None:
             head = Text("smoke test: running…", style="bold")
         else:
-            head = Text("smoke test: " + ("PASSED" if passed else "FAILED"),
-                        style="bold green" if passed else "bold red")
+            head = Text("smoke test: " + ("PASSED" if passed else "FAILED"), style="ok" if passed else "fail")
         lines = [head]
         for s in self.steps:
-            line = Text.assemble(("PASS " if s.ok else "FAIL ", "green" if s.ok else "bold red"),
-                                 f"{s.name:<13} ", (f"{s.seconds:7.3f} s  ", "dim"), neutralise(s.detail))
+            line = Text.assemble(("PASS " if s.ok else "FAIL ", "ok" if s.ok else "fail"),
+                                 f"{s.name:<13} ", (f"{s.seconds:7.3f} s  ", "muted"), neutralise(s.detail))
             lines.append(line)
             if not s.ok and s.remedy:
-                lines.append(Text("      remedy: " + neutralise(s.remedy), style="dim"))
+                lines.append(Text("      remedy: " + neutralise(s.remedy), style="muted"))
         if error:
-            lines.append(Text(neutralise(error), style="red"))
+            lines.append(Text(neutralise(error), style="fail.soft"))
         self.update(Text("\n").join(lines))
 
 
@@ -148,8 +152,8 @@ class AssistantTurn(Vertical):
     """
 
     def __init__(self, *, markdown: bool = False, collapsed: bool = False, started_at: float = 0.0,
-                 **kwargs: object):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+                 id: str | None = None):
+        super().__init__(id=id)
         self.started_at = started_at  # on the pane's clock: when the request was sent
         self.waited: int | None = None
         self.error: tuple[str, str] | None = None  # message, remedy
@@ -267,7 +271,7 @@ class AssistantTurn(Vertical):
             message, remedy = self.error
             text = Text(neutralise_block(message))
             if remedy:
-                text.append("\nremedy: " + neutralise_block(remedy), style="dim")
+                text.append("\nremedy: " + neutralise_block(remedy), style="muted")
             error.update(text)
 
     def _tool_text(self) -> Text:
@@ -280,9 +284,9 @@ class AssistantTurn(Vertical):
             if out:
                 out.append("\n")
             out.append("tool call ", style="bold")
-            out.append(neutralise(name), style="bold yellow")
+            out.append(neutralise(name), style="accent")
             if call_id:
-                out.append(f"  id {neutralise(call_id)}", style="dim")
+                out.append(f"  id {neutralise(call_id)}", style="muted")
             out.append("\n")
             out.append(neutralise_block(pretty_arguments(args) if not self.streaming else args))
         return out

@@ -4,31 +4,44 @@ The source is anything with `__len__` and `entry(i) -> (LogLine | None, kind)`; 
 visible window only, so the cost is per frame, not per line. Scrolling is in source lines (also when
 wrapping: the top line is wrapped downwards, or, when following, the last lines upwards). Any scroll that
 leaves the bottom pauses following; `new_lines` counts what arrived since.
+
+Failure and phase lines are told apart by the :class:`Signatures` the caller gives (the pane passes the
+recipe's, :func:`recipe_signatures`). Colours are the theme's semantic roles (`cockpit.tui.styles`),
+resolved on the app's console when a frame renders and kept per theme, so a theme switch recolours.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from rich.errors import MissingStyle
 from rich.segment import Segment
 from rich.style import Style
 from textual.geometry import Size
-from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from cockpit.recipe.phases import match_failure, match_phase
 from cockpit.telemetry.logfilter import CONTEXT, MATCH, SEPARATOR, LineFilter, Signatures
-from cockpit.telemetry.logs import LogLine, short_timestamp
+from cockpit.telemetry.logline import LogLine, short_timestamp
+from cockpit.tui.messages import FollowPaused
+from cockpit.tui.styles import rank_role
 
 PLAIN = 0
-RANK_STYLES = [Style(color=c, bold=True) for c in ("cyan", "magenta", "yellow", "green", "blue", "red")]
-TS_STYLE = Style(dim=True)
-FAILURE_STYLE = Style(color="red", bold=True)
-PHASE_STYLE = Style(color="bright_cyan")
-CONTEXT_STYLE = Style(dim=True)
-MATCH_STYLE = Style(reverse=True)
-SEPARATOR_STYLE = Style(dim=True)
-MARK_STYLE = Style(bgcolor="grey23")
+# what a part of a row is → its role (the rank column: `rank_role(rank)`)
+TS_ROLE = "muted"
+FAILURE_ROLE = "fail"
+PHASE_ROLE = "highlight"
+CONTEXT_ROLE = "muted"            # a context line around a filter's match
+CONTEXT_FAILURE_ROLE = "fail.soft"  # … that is a failure line itself
+SEPARATOR_ROLE = "muted"
+MARK_ROLE = "marked"              # the background of the line `e`/`n` jumped to
+MATCH_STYLE = Style(reverse=True)  # the filter's match inside a line (colourless: reversed)
+
+
+def recipe_signatures() -> Signatures:
+    """The recipe's failure and phase rules (`cockpit.recipe.phases`), as a log view tells lines apart."""
+    return Signatures(match_failure, match_phase)
 
 
 class LineSource(Protocol):
@@ -52,10 +65,11 @@ class LogView(ScrollView, can_focus=True):
     LogView { height: 1fr; background: $surface; }
     """
 
-    def __init__(self, *, signatures: Signatures | None = None, **kwargs: object):
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, *, signatures: Signatures, name: str | None = None, id: str | None = None,
+                 classes: str | None = None):
+        super().__init__(name=name, id=id, classes=classes)
         self.source: LineSource = EmptySource()
-        self.signatures = signatures or Signatures()
+        self.signatures = signatures
         self.show_rank = True
         self.show_timestamps = True
         self.wrap = False
@@ -67,6 +81,8 @@ class LogView(ScrollView, can_focus=True):
         self._max_text = 0
         self._cache_key: tuple[object, ...] | None = None
         self._rows: list[Strip] = []
+        self._styles: dict[str, Style] = {}
+        self._styles_theme: str | None = None
         self._version = 0
         self.frames = 0  # windows rendered (a frame of this widget), for the benchmark
         self.drawn_version = -1  # the content version the last rendered window showed
@@ -100,6 +116,25 @@ class LogView(ScrollView, can_focus=True):
             self.new_lines += added
             if anchor_shift:
                 self._scroll_quietly(max(0, self.scroll_y + anchor_shift))
+
+    def restyle(self) -> None:
+        """The theme changed: resolve the roles again and redraw."""
+        self._styles_theme = None
+        self._changed()
+
+    def style(self, role: str) -> Style:
+        """A role as the active theme has it (cached per theme); plain outside a cockpit app."""
+        theme = self.app.theme
+        if theme != self._styles_theme:
+            self._styles, self._styles_theme = {}, theme
+        found = self._styles.get(role)
+        if found is None:
+            try:
+                found = self.app.console.get_style(role)
+            except MissingStyle:  # an app that pushed no roles (a widget test): plain text
+                found = Style.null()
+            self._styles[role] = found
+        return found
 
     def _changed(self) -> None:
         self._version += 1
@@ -185,7 +220,8 @@ class LogView(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         key = (self._version, int(self.scroll_y), int(self.scroll_x), width, self.size.height,
-               self.following, self.show_rank, self.show_timestamps, self.wrap, self.highlight)
+               self.following, self.show_rank, self.show_timestamps, self.wrap, self.highlight,
+               self.app.theme)
         if key != self._cache_key:
             self._rows = self._render_rows(width, self.size.height)
             self._cache_key = key
@@ -226,23 +262,25 @@ class LogView(ScrollView, can_focus=True):
         """One entry as a strip: rank column, timestamp column, text styled by what the line is."""
         line, kind = self.source.entry(index)
         if line is None or kind == SEPARATOR:
-            return Strip([Segment("--", SEPARATOR_STYLE)], 2)
+            return Strip([Segment("--", self.style(SEPARATOR_ROLE))], 2)
         segments: list[Segment] = []
         if self.show_rank:
-            segments.append(Segment(f"r{line.rank:<3}", RANK_STYLES[line.rank % len(RANK_STYLES)]))
+            segments.append(Segment(f"r{line.rank:<3}", self.style(rank_role(line.rank))))
         if self.show_timestamps:
-            segments.append(Segment(short_timestamp(line.ts) + " ", TS_STYLE))
+            segments.append(Segment(short_timestamp(line.ts) + " ", self.style(TS_ROLE)))
         text = line.text
         what = self.signatures.classify(text, line.rank)
-        style = FAILURE_STYLE if what == "failure" else PHASE_STYLE if what == "phase" else None
         if kind == CONTEXT:
-            style = CONTEXT_STYLE + style if style else CONTEXT_STYLE
+            role: str | None = CONTEXT_FAILURE_ROLE if what == "failure" else CONTEXT_ROLE
+        else:
+            role = FAILURE_ROLE if what == "failure" else PHASE_ROLE if what == "phase" else None
+        style = self.style(role) if role is not None else None
         if kind == MATCH and self.highlight is not None and not self.highlight.inverse:
             segments.extend(_highlighted(text, self.highlight, style))
         else:
             segments.append(Segment(text, style))
         strip = Strip(segments)
-        return strip.apply_style(MARK_STYLE) if line == self.marked else strip
+        return strip.apply_style(self.style(MARK_ROLE)) if line == self.marked else strip
 
 
 def _highlighted(text: str, flt: LineFilter, style: Style | None) -> list[Segment]:
@@ -258,7 +296,3 @@ def _highlighted(text: str, flt: LineFilter, style: Style | None) -> list[Segmen
     if pos < len(text):
         out.append(Segment(text[pos:], style))
     return out
-
-
-class FollowPaused(Message):
-    """Posted when a scroll paused following."""
