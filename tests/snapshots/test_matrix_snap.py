@@ -8,12 +8,14 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from conftest import SIZES, THEMES
+from test_chat_snap import scene as chat_scene
 from test_hosts_snap import scene as hosts_scene
+from test_logs_snap import scene as logs_scene
 
 from cockpit.tui.app import CockpitApp
 
 Scene = Callable[[CockpitApp, object], Awaitable[None]]
-SCENES: dict[str, Scene] = {"hosts": hosts_scene}
+SCENES: dict[str, Scene] = {"hosts": hosts_scene, "logs": logs_scene, "chat": chat_scene}
 
 
 def _run(app: CockpitApp, scene: Scene, theme: str) -> Callable[[object], Awaitable[None]]:
