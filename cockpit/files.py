@@ -17,6 +17,7 @@ import os
 import secrets
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 
 def create_temp(directory: Path, name: str, mode: int = 0o666) -> tuple[int, Path]:
@@ -108,7 +109,7 @@ class AtomicFile:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._tmp)
 
-    def __enter__(self) -> AtomicFile:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

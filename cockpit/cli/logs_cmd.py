@@ -141,7 +141,10 @@ async def stream_logs(config: ClusterConfig, ranks: list[int], printer: Printer,
 async def _drain(source: AsyncIterator[LogLine | FollowEvent], lines: list[LogLine],
                  events: list[FollowEvent]) -> None:
     async for item in source:
-        (lines if isinstance(item, LogLine) else events).append(item)  # type: ignore[arg-type]
+        if isinstance(item, LogLine):
+            lines.append(item)
+        else:
+            events.append(item)
 
 
 async def _print_all(sources: list[AsyncIterator[LogLine | FollowEvent]], printer: Printer) -> list[int]:

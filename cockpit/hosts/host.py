@@ -7,7 +7,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import replace
 
 import asyncssh
@@ -322,7 +322,7 @@ class Host:
         return Result(self.rank, line, out.exit_status, out.stdout, out.stderr, duration, out.truncated)
 
     async def stream(self, cmd: Cmd, *, merge_stderr: bool = True, max_line: int = MAX_LINE
-                     ) -> AsyncIterator[str]:
+                     ) -> AsyncGenerator[str, None]:
         """Lines of a long-lived command; ends when it exits; raises HostUnavailable if the host is lost.
 
         Read as bytes (bad UTF-8 shows as U+FFFD); a line longer than `max_line` bytes is cut there with

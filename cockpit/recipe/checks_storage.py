@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cockpit import constants as C
 from cockpit.config import ClusterConfig
@@ -193,7 +193,7 @@ def _checkpoint(p: Probe) -> Outcome:
                        f"`r37-cockpit setup checkpoint --rank {p.rank}` or fix [model] repo", facts=facts)
     pinned = cfg.model.revision if cfg.model.revision and _is_commit(cfg.model.revision) else None
     if pinned and rev != "unknown" and rev != pinned:
-        return Outcome(Verdict.FAIL, f"{value}, config pins {cfg.model.revision[:12]}",
+        return Outcome(Verdict.FAIL, f"{value}, config pins {pinned[:12]}",
                        f"download the pinned revision: `r37-cockpit setup checkpoint --rank {p.rank}`",
                        facts=facts)
     if len(st.index.shards) != C.CHECKPOINT_SHARDS:
@@ -342,29 +342,37 @@ def disk_needs(p: Probe) -> dict[str, int]:
     return needs
 
 
+@dataclass
+class _Filesystem:
+    """One filesystem the disk check found: its df row, the paths on it and what they still need."""
+
+    row: P.DfRow
+    roles: list[str] = field(default_factory=list)
+    need: int = 0
+
+
 def _disk(p: Probe) -> Outcome:
     operands = _df_operands(p.cfg, p.rank)
     rows = P.df_by_path(p.output("df"), operands)
     if not rows:
         return Outcome(Verdict.UNKNOWN, _first(p.output("df")), "run `df -P -B1` on the host")
     needs = disk_needs(p)
-    by_fs: dict[tuple[str, str], dict[str, object]] = {}
+    by_fs: dict[tuple[str, str], _Filesystem] = {}
     for role, path in _disk_paths(p.cfg, p.rank):
         at = next((q for q in _chain(path) if q in rows), None)
         if at is None:
             return Outcome(Verdict.UNKNOWN, f"df reported nothing for {path}", "run `df -P -B1` on the host")
         row = rows[at]
-        fs = by_fs.setdefault((row.source, row.mount), {"row": row, "roles": [], "need": 0})
-        fs["roles"].append(f"{role}" + (f" (at {at})" if at != path else ""))  # type: ignore[attr-defined]
-        fs["need"] = int(fs["need"]) + needs.get(role, 0)  # type: ignore[call-overload]
+        fs = by_fs.setdefault((row.source, row.mount), _Filesystem(row))
+        fs.roles.append(f"{role}" + (f" (at {at})" if at != path else ""))
+        fs.need += needs.get(role, 0)
     parts, short = [], []
     for (_, mount), fs in by_fs.items():
-        row, need = fs["row"], int(fs["need"])  # type: ignore[call-overload]
-        assert isinstance(row, P.DfRow)
-        text = f"{mount} {human_bytes(row.avail)} free, needs {human_bytes(need)}"
+        avail, need = fs.row.avail, fs.need
+        text = f"{mount} {human_bytes(avail)} free, needs {human_bytes(need)}"
         parts.append(text)
-        if row.avail < need:
-            short.append(f"{mount} ({', '.join(fs['roles'])}): {human_bytes(row.avail)} free, "  # type: ignore[arg-type]
+        if avail < need:
+            short.append(f"{mount} ({', '.join(fs.roles)}): {human_bytes(avail)} free, "
                          f"needs {human_bytes(need)}")
     detail = "budgets still to be written: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in needs.items())
     if not short:

@@ -141,8 +141,10 @@ def _state(obj: dict[str, Any]) -> ContainerState | None:
     if not cid or not isinstance(st, dict):
         return None
     code = st.get("ExitCode")
-    cfg = obj.get("Config") if isinstance(obj.get("Config"), dict) else {}
-    labels = cfg.get("Labels") if isinstance(cfg.get("Labels"), dict) else {}
+    config = obj.get("Config")
+    cfg: dict[str, Any] = config if isinstance(config, dict) else {}
+    labels = cfg.get("Labels")
+    labels = labels if isinstance(labels, dict) else {}
     status = _s(st.get("Status")) or ("running" if st.get("Running") else "exited")
     return ContainerState(
         id=cid, name=_s(obj.get("Name")).lstrip("/"), status=status, running=st.get("Running") is True,

@@ -561,7 +561,7 @@ class ClusterLock:
             raise self._held_error(last)
         raise LockUnavailable(f"no decision on {self.path} within {self.timeout_s:g} s", self.purpose)
 
-    async def _make(self, host: Host, timeout: float) -> bool | LockProbe | str:
+    async def _make(self, host: Host, timeout: float) -> Literal[True] | LockProbe | str:
         """mkdir the lock and write our record. True: held. A probe: the lock exists (as that probe saw
         it). A string: there is no lock, yet none could be made (why)."""
         res = await _run(host, sequence(["mkdir", "-p", "--", LOCK_ROOT], ["mkdir", "--", self.path]),
@@ -571,7 +571,7 @@ class ClusterLock:
             return probe if probe.exists else (res.stderr.strip() or f"exit status {res.exit_status}")
         return await self._write_record(host, timeout)
 
-    async def _write_record(self, host: Host, timeout: float) -> bool | LockProbe | str:
+    async def _write_record(self, host: Host, timeout: float) -> Literal[True] | LockProbe | str:
         """Our record into the lock dir we just made; then the heartbeat starts."""
         holder = self._new_holder()
         text = record_text(holder)

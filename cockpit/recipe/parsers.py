@@ -553,8 +553,9 @@ def parse_safetensors_index(text: str) -> SafetensorsIndex | None:
     shards = sorted({str(v) for v in doc["weight_map"].values() if isinstance(v, str)})
     meta = doc.get("metadata")
     total = meta.get("total_size") if isinstance(meta, dict) else None
-    ok = isinstance(total, int | float) and not isinstance(total, bool) and math.isfinite(total)
-    return SafetensorsIndex(shards, int(total) if ok else None)
+    if isinstance(total, bool) or not isinstance(total, int | float) or not math.isfinite(total):
+        total = None
+    return SafetensorsIndex(shards, None if total is None else int(total))
 
 
 def parse_find_sizes(text: str) -> dict[str, int]:

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -55,7 +55,7 @@ class Transport(Protocol):
 
     async def run(self, cmd: Cmd, *, timeout: float | None = 60.0, input: str | None = None) -> Result: ...
 
-    def stream(self, cmd: Cmd, *, merge_stderr: bool = True) -> AsyncIterator[str]: ...
+    def stream(self, cmd: Cmd, *, merge_stderr: bool = True) -> AsyncGenerator[str, None]: ...
 
 
 # ---- commands ---------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,7 +40,7 @@ class Streamer(Protocol):
 
     rank: int
 
-    def stream(self, cmd: ShellCommand) -> AsyncIterator[str]: ...
+    def stream(self, cmd: ShellCommand) -> AsyncGenerator[str, None]: ...
 
     async def wait_connected(self, timeout: float | None = None) -> bool: ...
 
@@ -147,7 +147,7 @@ async def follow(host: Streamer, container: str = CONTAINER_NAME, *, follow: boo
                     point.note(ts, text)
                     yield LogLine(ts, rank, neutralise(text))
             finally:
-                await stream.aclose()  # type: ignore[attr-defined]
+                await stream.aclose()
         except HostUnavailable as exc:
             was_following = announced in ("following", "resumed")
             if announced not in ("lost", "waiting:host"):

@@ -108,6 +108,9 @@ def line_from_raw(rank: int, raw: str) -> LogLine | None:
     return None if parsed is None else LogLine(parsed[0], rank, neutralise(parsed[1]))
 
 
+SAVE_BATCH = 1024   # lines encoded and written at a time
+
+
 def save_lines(path: str | os.PathLike[str], lines: Iterable[LogLine | None], *, overwrite: bool = False,
                rank: bool = True) -> int:
     """Write lines to `path` atomically (`cockpit.files.AtomicFile`: temp file beside it, then link/rename).
@@ -117,9 +120,17 @@ def save_lines(path: str | os.PathLike[str], lines: Iterable[LogLine | None], *,
     written; `None` entries (filter separators) are written as `--`.
     """
     count = 0
+    batch: list[str] = []
     with AtomicFile(os.path.abspath(os.fspath(path)), overwrite=overwrite) as out:
         for line in lines:
-            out.write("--\n" if line is None else format_line(line, rank=rank) + "\n")
-            count += line is not None
+            if line is None:
+                batch.append("--\n")
+            else:
+                batch.append(format_line(line, rank=rank) + "\n")
+                count += 1
+            if len(batch) == SAVE_BATCH:
+                out.write("".join(batch))
+                batch.clear()
+        out.write("".join(batch))
         out.commit()
     return count

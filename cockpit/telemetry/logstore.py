@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, repeat
 from operator import le
+from typing import overload
 
 from cockpit.telemetry.logline import LogLine
 
@@ -55,9 +56,15 @@ class PackedTexts:
     def __len__(self) -> int:
         return len(self.ends)
 
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
     def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self.ends)))]  # type: ignore[misc]
+            return [self[i] for i in range(*index.indices(len(self.ends)))]
         ends = self.ends
         if index < 0:
             index += len(ends)
@@ -140,11 +147,12 @@ class RankBuffer:
             if not chunks or len(chunks[-1][1]) == CHUNK:
                 chunks.append((array("q"), []))
             last_ts, last_texts = chunks[-1]
+            assert isinstance(last_texts, list)   # only a full chunk is packed: the open one is a list
             take = CHUNK - len(last_texts)
             last_ts.extend(stamps[pos:pos + take])
-            last_texts.extend(texts[pos:pos + take])  # type: ignore[union-attr]  # the open chunk is a list
+            last_texts.extend(texts[pos:pos + take])
             if len(last_texts) == CHUNK:
-                chunks[-1] = (last_ts, PackedTexts(last_texts))  # type: ignore[arg-type]
+                chunks[-1] = (last_ts, PackedTexts(last_texts))
             pos += take
         self._stored += len(texts)
         self._release()
@@ -178,9 +186,10 @@ class RankBuffer:
         never change, so only the last one is copied."""
         copy = RankBuffer(self.rank, self.capacity)
         copy._chunks = deque(self._chunks)
-        if copy._chunks and isinstance(copy._chunks[-1][1], list):
+        if copy._chunks:
             stamps, texts = copy._chunks[-1]
-            copy._chunks[-1] = (array("q", stamps), list(texts))
+            if isinstance(texts, list):   # the open chunk: still growing in the original
+                copy._chunks[-1] = (array("q", stamps), list(texts))
         copy._base, copy._stored, copy._pin = self._base, self._stored, self._pin
         copy.skipped, copy.last_ts = self.skipped, self.last_ts
         return copy
@@ -213,7 +222,7 @@ class RankLines(Sequence[LogLine]):
                 skip -= len(texts)
                 continue
             for ts, text in zip(stamps[skip:], texts[skip:], strict=True):
-                yield LogLine(ts, rank, text)  # type: ignore[arg-type]
+                yield LogLine(ts, rank, text)
             skip = 0
 
     def snapshot(self) -> RankLines:
@@ -256,7 +265,7 @@ class MergedLines(Sequence[LogLine]):
             buf = slots[key & SLOT_MASK]
             i = (key >> SLOT_BITS) - buf._base
             stamps, texts = buf._chunks[i // chunk]
-            yield LogLine(stamps[i % chunk], buf.rank, texts[i % chunk])  # type: ignore[arg-type]
+            yield LogLine(stamps[i % chunk], buf.rank, texts[i % chunk])
 
     def snapshot(self) -> MergedLines:
         copy = MergedLines([buf.frozen() for buf in self.slots])
@@ -323,8 +332,8 @@ class LogStore:
                 continue
             buf = self.rank(r)
             stamps = buf.add_columns(stamps, texts)
-            slot, first = self._slot[r], buf._stored - len(texts)
-            runs.append((r, stamps, range((first << SLOT_BITS) | slot, (buf._stored << SLOT_BITS) | slot,
+            slot, first_seq = self._slot[r], buf._stored - len(texts)
+            runs.append((r, stamps, range((first_seq << SLOT_BITS) | slot, (buf._stored << SLOT_BITS) | slot,
                                           1 << SLOT_BITS)))
         if not runs:
             return AddResult(0, 0, 0, [])
