@@ -47,7 +47,7 @@ def _exists(path: Path) -> FileExistsError:
     return FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
 
 
-def check_target(path: Path, *, overwrite: bool = False) -> None:
+def _check_target(path: Path, *, overwrite: bool = False) -> None:
     """Raise before any write what the final step would refuse: IsADirectoryError for a directory,
     FileExistsError for an existing name (a dangling symlink too) unless `overwrite`."""
     if path.is_dir():
@@ -65,7 +65,7 @@ class AtomicFile:
     def __init__(self, path: str | os.PathLike[str], *, mode: int = 0o666, overwrite: bool = False):
         self.path = Path(path)
         self.overwrite = overwrite
-        check_target(self.path, overwrite=overwrite)
+        _check_target(self.path, overwrite=overwrite)
         self.directory = self.path.parent
         fd, self._tmp = create_temp(self.directory, self.path.name, mode)
         self._fh = os.fdopen(fd, "wb")
