@@ -11,8 +11,10 @@ from pathlib import Path
 from cockpit.api.status import ApiStatus
 from cockpit.recipe import containers as dk
 from cockpit.recipe import launch as L
+from cockpit.recipe.timeline import LaunchEvent
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.panes.launch import GateChecked, LaunchPane
+from cockpit.tui.messages import GateChecked
+from cockpit.tui.panes.launch import LaunchPane
 
 SIZE = (130, 44)
 T0 = 1_746_093_600.0  # fixed epoch seconds
@@ -33,7 +35,7 @@ def dry_runs(cfg) -> dict[int, L.DryRun]:  # type: ignore[no-untyped-def]
     return out
 
 
-def feed(pane: LaunchPane, events: list[L.LaunchEvent]) -> None:
+def feed(pane: LaunchPane, events: list[LaunchEvent]) -> None:
     for ev in pane.timeline.settle(events):
         pane.apply(ev)
 
@@ -45,24 +47,29 @@ def boot(pane: LaunchPane, rank: int, lines: list[str], start: float, step: floa
         feed(pane, tl.feed_line(line, start + 1 + i * step))
 
 
+async def show(app: CockpitApp, pilot, setup, *, dry: bool = True) -> None:  # type: ignore[no-untyped-def]
+    """Show the launch pane at a fixed clock, with the dry run done (`dry`), then `setup(pane)`."""
+    await pilot.pause()
+    await pilot.pause()  # let every pane finish mounting (one focuses its view after a refresh)
+    app.set_focus(None)
+    app.action_show_pane("launch")
+    await pilot.pause()
+    pane = app.query_one(LaunchPane)
+    pane.clock = lambda: T0 + 120
+    pane.timeline.grace = 0       # publish a "down" verdict at once (no wall-clock wait)
+    if dry:
+        pane.show_dry_run(dry_runs(app.config), [])
+    setup(pane)
+    pane.refresh_view()
+    app.refresh_header()
+    await pilot.pause()
+
+
 def app_with(fixed_config, setup, *, dry: bool = True) -> tuple[CockpitApp, object]:  # type: ignore[no-untyped-def]
     app = CockpitApp(fixed_config, connect=False)
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
-        await pilot.pause()
-        await pilot.pause()  # let every pane finish mounting (one focuses its view after a refresh)
-        app.set_focus(None)
-        app.action_show_pane("launch")
-        await pilot.pause()
-        pane = app.query_one(LaunchPane)
-        pane.clock = lambda: T0 + 120
-        pane.timeline.grace = 0       # publish a "down" verdict at once (no wall-clock wait)
-        if dry:
-            pane.show_dry_run(dry_runs(fixed_config), [])
-        setup(pane)
-        pane.refresh_view()
-        app.refresh_header()
-        await pilot.pause()
+        await show(app, pilot, setup, dry=dry)
 
     return app, before
 
@@ -90,20 +97,22 @@ def test_all_ready(snap_compare, fixed_config) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
-def test_one_rank_failed_with_cause(snap_compare, fixed_config) -> None:
-    def setup(pane: LaunchPane) -> None:
-        boot(pane, 3, WORKER[:4], T0, 5.0)
-        boot(pane, 2, WORKER[:4], T0 + 2, 5.0)
-        boot(pane, 1, NCCL, T0 + 4, 2.0)
-        (state,) = dk.parse_inspect(
-            '[{"Id": "' + "c" * 64 + '", "Name": "/ds41_r37", '
-            '"State": {"Status": "exited", "Running": false, "ExitCode": 1, "OOMKilled": false, '
-            '"StartedAt": "2025-05-01T10:00:05Z", '
-            '"FinishedAt": "2025-05-01T10:00:25Z"}}]')
-        feed(pane, pane.timeline[1].feed_container(state, T0 + 25))
-        boot(pane, 0, HEAD[:8], T0 + 6, 3.0)
+def one_rank_failed(pane: LaunchPane) -> None:
+    """Rank 1's NCCL timed out (its container exited 1) while the others were in distributed init."""
+    boot(pane, 3, WORKER[:4], T0, 5.0)
+    boot(pane, 2, WORKER[:4], T0 + 2, 5.0)
+    boot(pane, 1, NCCL, T0 + 4, 2.0)
+    (state,) = dk.parse_inspect(
+        '[{"Id": "' + "c" * 64 + '", "Name": "/ds41_r37", '
+        '"State": {"Status": "exited", "Running": false, "ExitCode": 1, "OOMKilled": false, '
+        '"StartedAt": "2025-05-01T10:00:05Z", '
+        '"FinishedAt": "2025-05-01T10:00:25Z"}}]')
+    feed(pane, pane.timeline[1].feed_container(state, T0 + 25))
+    boot(pane, 0, HEAD[:8], T0 + 6, 3.0)
 
-    app, before = app_with(fixed_config, setup)
+
+def test_one_rank_failed_with_cause(snap_compare, fixed_config) -> None:
+    app, before = app_with(fixed_config, one_rank_failed)
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
@@ -212,3 +221,47 @@ def test_one_rank_failed_in_the_light_theme(snap_compare, fixed_config, tmp_path
 
     app, before = app_with(fixed_config, setup)
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The matrix's launch state: dry run done, rank 1 failed with its cause and context, the others
+    caught in distributed init (verdict, failure, bars and the whole phase table must show)."""
+    await show(app, pilot, one_rank_failed)
+
+
+async def test_at_80x24_the_verdict_the_bars_and_the_whole_phase_table_are_on_screen(fixed_config) -> None:
+    """The issue's small terminal: nothing above the phase table may push it off screen, and no row of
+    the timeline wraps (a long status is cut with "…"; the failure box below says it in full)."""
+    from cockpit.tui.widgets.timeline import TimelineView
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await scene(app, pilot)
+        await pilot.pause()
+        pane = app.query_one(LaunchPane)
+        assert pane.short
+        for selector in ("#launch-verdict", "#launch-todo", "#launch-timeline"):
+            geometry = app.screen.find_widget(pane.query_one(selector))
+            assert geometry.visible_region == geometry.region, f"{selector} is cut off"
+        timeline = pane.query_one(TimelineView)
+        lines = str(timeline.render()).splitlines()
+        assert timeline.size.height == len(lines) == 11         # 1 + 4 bars, 1 + 4 phase rows, legend
+        assert all(len(line) <= timeline.size.width for line in lines)
+        assert "FAILED in distributed init" in lines[2] and lines[2].rstrip().endswith("3.0s")
+        assert lines[5].split() == ["rank", "launch", "run", "dist", "engram", "load", "kv", "graphs", "wait",
+                                    "api", "total"]
+        assert [line.split()[0] for line in lines[6:10]] == ["0", "1", "2", "3"]
+        assert lines[9].split()[-1] == "2m00s"
+
+
+async def test_at_160x48_the_failure_and_its_context_show_without_scrolling(fixed_config) -> None:
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await scene(app, pilot)
+        await pilot.pause()
+        pane = app.query_one(LaunchPane)
+        assert not pane.short
+        for selector in ("#launch-verdict", "#launch-todo", "#launch-timeline", "#launch-failure",
+                         "#launch-context"):
+            geometry = app.screen.find_widget(pane.query_one(selector))
+            assert geometry.visible_region == geometry.region, f"{selector} is cut off"

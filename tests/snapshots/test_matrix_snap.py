@@ -10,12 +10,16 @@ import pytest
 from conftest import SIZES, THEMES
 from test_chat_snap import scene as chat_scene
 from test_hosts_snap import scene as hosts_scene
+from test_launch_snap import scene as launch_scene
 from test_logs_snap import scene as logs_scene
+from test_preflight_snap import scene as preflight_scene
+from test_setup_snap import scene as setup_scene
 
 from cockpit.tui.app import CockpitApp
 
 Scene = Callable[[CockpitApp, object], Awaitable[None]]
-SCENES: dict[str, Scene] = {"hosts": hosts_scene, "logs": logs_scene, "chat": chat_scene}
+SCENES: dict[str, Scene] = {"hosts": hosts_scene, "preflight": preflight_scene, "setup": setup_scene,
+                            "launch": launch_scene, "logs": logs_scene, "chat": chat_scene}
 
 
 def _run(app: CockpitApp, scene: Scene, theme: str) -> Callable[[object], Awaitable[None]]:

@@ -5,23 +5,27 @@ it shows it as it is, and a stop or a relaunch made anywhere (another cockpit, b
 about a second. Keys: `d` dry run (and the launch gate), `l` launch (ranks N-1 … 1, then 0, after the
 ConfirmCommands dialog; refused while the gate is closed unless the operator ticks the preflight
 override), `R` relaunch (archive the logs of the stopped containers this cockpit started, remove them,
-launch), `s` stop (head first, only containers this cockpit started), `r` look again now. A launch or
+launch), `s` stop (head first, only containers this cockpit started), `r` look again now (the keys as
+bound by default; `[ui.keymap]` may remap them, and every hint shows the key bound now). A launch or
 stop holds the cluster lock on rank 0's host. All host work runs in workers; results come back as
-messages.
+messages (`cockpit.tui.messages`).
+
+Layout: the verdict and the latest notice stay on top; below them one scrolling body (it takes the
+keyboard: arrows and page keys scroll it) holds what to do about the verdict, the timeline with its
+phase table, the first failure with its context, and the dry run's commands. On a short terminal the
+timeline and the commands compact themselves so that the verdict and the whole phase table fit at 80×24.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.message import Message
 from textual.widgets import Log, Static
 from textual.worker import Worker, WorkerState
 
@@ -30,50 +34,30 @@ from cockpit.recipe.lock import ClusterLock, LockError
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import ReplaceItem, execute_replace
 from cockpit.recipe.stop import StopItem, execute_stop, plan_stop
+from cockpit.recipe.timeline import ClusterTimeline, Failure, LaunchEvent, VerdictChanged
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.dialogs import ConfirmCommands, ConfirmResult
+from cockpit.tui.messages import DryRunDone, GateChecked, LaunchNotice, StopPlanned
 from cockpit.tui.pane import Pane
 from cockpit.tui.widgets.timeline import TimelineView
 
 CONTEXT_SHOWN = 400
+SHORT = 30              # a pane fewer rows high than this compacts the timeline and the dry run's commands
 
-VERDICT_STYLE = {"idle": "dim", "launching": "yellow", "ready": "bold green", "down": "bold white on red",
-                 "host-lost": "bold red", "unknown": "bold red", "hung": "bold white on red",
-                 "stopped": "bold", "stopping": "yellow"}
-
-
-@dataclass
-class DryRunDone(Message):
-    runs: dict[int, L.DryRun]
-    gate: L.Gate
+VERDICT_STYLE = {"idle": "muted", "launching": "warn.soft", "ready": "ok", "down": "alarm",
+                 "host-lost": "fail", "unknown": "unknown", "hung": "alarm", "stopped": "bold",
+                 "stopping": "warn.soft"}
 
 
-@dataclass
-class GateChecked(Message):
-    """The launch gate's answer for a launch (`replace`: a relaunch) the operator asked for."""
-
-    gate: L.Gate
-    replace: bool
-
-
-@dataclass
-class StopPlanned(Message):
-    plan: list[StopItem]
-
-
-@dataclass
-class Notice(Message):
-    text: str
-    style: str = ""
-
-
-class LaunchPane(Pane, can_focus=True):
+class LaunchPane(Pane):
     """The cluster's verdict, dry-run commands, the timeline, and the first failure's cause and context."""
 
     TITLE = "Launch"
     HEADLESS = "r37-cockpit launch --dry-run"
+    FOCUS = "#launch-body"
+    HINTS = ("dry_run", "launch", "relaunch", "stop", "status")
 
     BINDINGS = [
         Binding("d", "dry_run", "Dry run", id="launch.dry_run"),
@@ -84,10 +68,12 @@ class LaunchPane(Pane, can_focus=True):
     ]
     DEFAULT_CSS = """
     LaunchPane #launch-verdict { height: auto; padding: 0 1; }
-    LaunchPane #launch-commands-box { height: auto; max-height: 9; padding: 0 1; }
-    LaunchPane #launch-failure { height: auto; padding: 0 1; }
-    LaunchPane #launch-context { height: 1fr; min-height: 4; border: round $error; }
     LaunchPane #launch-notice { height: auto; padding: 0 1; }
+    LaunchPane #launch-body { height: 1fr; scrollbar-size-vertical: 1; }
+    LaunchPane #launch-todo { height: auto; padding: 0 1; }
+    LaunchPane #launch-failure { height: auto; padding: 0 1; }
+    LaunchPane #launch-commands { height: auto; padding: 0 1; }
+    LaunchPane #launch-context { height: 1fr; min-height: 8; border: round $error; }
     """
 
     def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
@@ -97,10 +83,10 @@ class LaunchPane(Pane, can_focus=True):
         self.gate: L.Gate | None = None
         self.clock: Callable[[], float] = time.time
         self.launching = False
-        self._shown_failure: L.Failure | None = None
+        self._shown_failure: Failure | None = None
 
     @property
-    def timeline(self) -> L.ClusterTimeline:
+    def timeline(self) -> ClusterTimeline:
         """The live model (the app's watcher keeps it; this pane only renders it)."""
         return self.ctx.watcher.timeline
 
@@ -110,17 +96,27 @@ class LaunchPane(Pane, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Static(id="launch-verdict", markup=False)
-        with VerticalScroll(id="launch-commands-box"):
-            yield Static(id="launch-commands", markup=False)
-        yield TimelineView(id="launch-timeline")
         yield Static(id="launch-notice", markup=False)
-        yield Static(id="launch-failure", markup=False)
-        yield Log(id="launch-context", max_lines=CONTEXT_SHOWN, highlight=False)
+        with VerticalScroll(id="launch-body"):
+            yield Static(id="launch-todo", markup=False)
+            yield TimelineView(id="launch-timeline")
+            yield Static(id="launch-failure", markup=False)
+            yield Log(id="launch-context", max_lines=CONTEXT_SHOWN, highlight=False)
+            yield Static(id="launch-commands", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#launch-context", Log).display = False
+        self.query_one("#launch-notice", Static).display = False
         self.refresh_view()
         self.set_interval(1.0, self._tick)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(0 < self.size.height < SHORT, "-short")
+        self.refresh_view()
+
+    @property
+    def short(self) -> bool:
+        return self.has_class("-short")
 
     def _tick(self) -> None:
         if self.is_on_screen:
@@ -135,46 +131,51 @@ class LaunchPane(Pane, can_focus=True):
         if v.state == "idle" and not self.ctx.watcher.looked():
             summary = "looking at every rank's container …"      # not known yet: not "nothing launched"
         verdict = Text.assemble(("cluster: ", "bold"), (summary, VERDICT_STYLE.get(v.state, "")))
-        if v.remedy and v.state not in ("ready", "launching", "idle"):
-            verdict.append(f"\n  what to do: {self._fix(v.remedy)}", style="yellow")
         self.query_one("#launch-verdict", Static).update(verdict)
+        todo = self.query_one("#launch-todo", Static)
+        todo.display = bool(v.remedy and v.state not in ("ready", "launching", "idle"))
+        todo.update(Text(f"what to do: {self._fix(v.remedy)}", style="warn") if todo.display else "")
         self.query_one("#launch-commands", Static).update(self._commands_text())
         targets = {r: self.ctx.config.host(r).ssh for r in self.cfg.ranks}
-        self.query_one(TimelineView).show(self.timeline, now, targets)
+        self.query_one(TimelineView).show(self.timeline, now, targets, compact=self.short)
         self._show_failure()
 
     def _fix(self, text: str) -> str:
         """A remedy whose quoted cockpit commands carry this cockpit's --config when it is not the default."""
         return cockpit_remedy(text, self.ctx.config_path)
 
-    def _key(self, action: str) -> str:
-        """The key bound to this pane's action now (the keymap may have changed it)."""
-        for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.action == action:
-                return self.app.get_key_display(binding)
-        return "?"
-
     def _commands_text(self) -> Text:
-        text = Text()
+        """Before a dry run: the keys and what each does. After: each rank's launch command and what its
+        dry run printed (short pane: one line per rank, cut at the width), then the gate's refusals."""
+        order = " → ".join(str(r) for r in L.launch_order(self.cfg.ranks))
         if not self.dry:
-            k = self._key
-            text.append(f"{k('dry_run')}: dry-run every rank (the exact command each host will run)  ·  "
-                        f"{k('launch')}: launch ranks ", style="dim")
-            text.append(" → ".join(str(r) for r in L.launch_order(self.cfg.ranks)), style="dim")
-            text.append(f"  ·  {k('relaunch')}: relaunch over stopped containers  ·  {k('stop')}: stop "
-                        f"(head first)  ·  {k('status')}: look again", style="dim")
-            return text
+            return self.key_hints(labels={
+                "dry_run": "dry-run every rank (the exact command each host will run)",
+                "launch": f"launch ranks {order}", "relaunch": "relaunch over stopped containers",
+                "stop": "stop (head first)", "status": "look again"})
+        text = Text()
         for rank in L.launch_order(self.dry):
             d = self.dry[rank]
-            text.append(f"rank {rank}  ", style="bold")
-            text.append(f"$ {d.launch_command}\n", style="cyan")
+            line = Text()
+            line.append(f"rank {rank}  ", style="bold")
+            if self.short:
+                line.append("ok " if d.ok else "FAILED ", style="ok.soft" if d.ok else "fail")
+                line.append(f"$ {d.launch_command}" if d.ok else neutralise(d.error),
+                            style="command" if d.ok else "fail.soft")
+                line.truncate(max(20, self.size.width - 3), overflow="ellipsis")
+                text.append_text(line)
+                text.append("\n")
+                continue
+            line.append(f"$ {d.launch_command}\n", style="command")
             if d.ok:
-                text.append(f"        {neutralise(d.output)}\n", style="dim")
+                line.append(f"        {neutralise(d.output)}\n", style="muted")
             else:
-                text.append(f"        dry run FAILED: {neutralise(d.error)}\n", style="red")
+                line.append(f"        dry run FAILED: {neutralise(d.error)}\n", style="fail.soft")
+            text.append_text(line)
         for b in self.blockers:
-            text.append(f"refused: {neutralise(b.reason)}\n", style="bold red")
-            text.append(f"  what to do: {self._fix(b.remedy)}\n", style="red")
+            text.append(f"refused: {neutralise(b.reason)}\n", style="fail")
+            text.append(f"  what to do: {self._fix(b.remedy)}\n", style="fail.soft")
+        text.rstrip()
         return text
 
     def _show_failure(self) -> None:
@@ -184,14 +185,16 @@ class LaunchPane(Pane, can_focus=True):
         log = self.query_one("#launch-context", Log)
         if failure is None:
             box.update("")
+            box.display = False
             log.display = False
             self._shown_failure = None
             return
+        box.display = True
         extra = f"\n  container: {neutralise(failure.exit_reason)}" if failure.exit_reason else ""
-        box.update(Text.assemble((f"rank {failure.rank}: {failure.label}\n", "bold red"),
-                                 ("  cause: ", "bold"), (neutralise(failure.cause), "red"), extra,
+        box.update(Text.assemble((f"rank {failure.rank}: {failure.label}\n", "fail"),
+                                 ("  cause: ", "bold"), (neutralise(failure.cause), "fail.soft"), extra,
                                  ("\n  remedy: ", "bold"), self._fix(failure.remedy),
-                                 (f"\n  {len(failure.context)} lines before the cause below", "dim")))
+                                 (f"\n  the {len(failure.context)} lines before the cause:", "muted")))
         if failure != self._shown_failure:
             log.clear()
             log.write_lines([neutralise(line) for line in failure.context])
@@ -200,10 +203,10 @@ class LaunchPane(Pane, can_focus=True):
 
     # ---- the model changed ---------------------------------------------------------------------------
 
-    def apply(self, event: L.LaunchEvent) -> None:
+    def apply(self, event: LaunchEvent) -> None:
         """One event of the live model (the watcher's, or a snapshot test's): redraw."""
-        if isinstance(event, L.VerdictChanged) and event.verdict.state in ("ready", "down", "stopped"):
-            self.query_one("#launch-notice", Static).update("")   # "launching …" is over
+        if isinstance(event, VerdictChanged) and event.verdict.state in ("ready", "down", "stopped"):
+            self._notice("")   # "launching …" is over
         self.refresh_view()
 
     def show_dry_run(self, runs: dict[int, L.DryRun], blockers: list[L.Blocker]) -> None:
@@ -214,19 +217,25 @@ class LaunchPane(Pane, can_focus=True):
         self.dry, self.gate = message.runs, message.gate
         self.refresh_view()
 
-    def on_notice(self, message: Notice) -> None:
+    def on_launch_notice(self, message: LaunchNotice) -> None:
         """Notices quote hosts (a lock holder, docker's stderr): neutralised like every host text."""
-        self.query_one("#launch-notice", Static).update(Text(neutralise(message.text), style=message.style))
+        self._notice(Text(neutralise(message.text), style=message.style))
+
+    def _notice(self, text: Text | str) -> None:
+        notice = self.query_one("#launch-notice", Static)
+        notice.update(text)
+        notice.display = bool(text)
 
     def note(self, text: str, style: str = "") -> None:
-        self.post_message(Notice(text, style))
+        self.post_message(LaunchNotice(text, style))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """A worker that failed says so (its error, not a traceback), and the pane is usable again."""
+        """A failed worker: the app shows its error and remedy; here the pane is made usable again (no
+        launch in progress) and its "… in progress" notice goes."""
         if event.state is WorkerState.ERROR:
             if event.worker.group == "launch":
                 self.launching = False
-            self.note(f"{event.worker.name.strip('_')} failed: {event.worker.error}", "bold red")
+            self.note("")
 
     # ---- actions ----------------------------------------------------------------------------------
 
@@ -234,7 +243,7 @@ class LaunchPane(Pane, can_focus=True):
         return not (self.ctx.read_only and action in ("launch", "relaunch", "stop"))
 
     def action_dry_run(self) -> None:
-        self.note("dry run on every rank …", "yellow")
+        self.note("dry run on every rank …", "warn.soft")
         self._dry_run_worker()
 
     @work(exclusive=True, group="launch-dry", exit_on_error=False)
@@ -243,7 +252,7 @@ class LaunchPane(Pane, can_focus=True):
         gate = await self._gate(replace=False, fresh_preflight=False)
         self.post_message(DryRunDone(runs, gate))
         self.note("dry run done" if all(d.ok for d in runs.values()) and gate.open
-                  else "dry run: see the problems above", "dim")
+                  else "dry run: see the problems below", "muted")
 
     async def _gate(self, *, replace: bool, fresh_preflight: bool) -> L.Gate:
         """The launch gate (the CLI's function), with this cockpit's preflight: re-run when stale."""
@@ -255,7 +264,7 @@ class LaunchPane(Pane, can_focus=True):
         summary = self.ctx.preflight
         if rerun and self.ctx.preflight_stale():
             self.note("the last preflight is older than a setup job or a few minutes: running it again …",
-                      "yellow")
+                      "warn.soft")
             final = await preflight_results(self.ctx.fleet, self.cfg)
             self.ctx.set_preflight(final.results, running=False)
             summary = self.ctx.preflight
@@ -271,13 +280,14 @@ class LaunchPane(Pane, can_focus=True):
 
     def _ask_gate(self, *, replace: bool) -> None:
         if self.launching:
-            self.note("a launch is in progress", "yellow")
+            self.note("a launch is in progress", "warn")
             return
         if not self.dry or not all(d.ok for d in self.dry.values()):
-            self.note(f"run the dry run first ({self._key('dry_run')}): every rank's command must be shown "
-                      "and work", "bold red")
+            key = self.key_for("dry_run")
+            self.note(f"run the dry run first{f' ({key})' if key else ''}: every rank's command must be "
+                      "shown and work", "fail")
             return
-        self.note("checking the launch gate (hosts, containers, preflight) …", "yellow")
+        self.note("checking the launch gate (hosts, containers, preflight) …", "warn.soft")
         self._gate_worker(replace)
 
     @work(exclusive=True, group="launch-gate", exit_on_error=False)
@@ -290,7 +300,7 @@ class LaunchPane(Pane, can_focus=True):
         self.refresh_view()
         hard = [b for b in gate.blockers if b.rank is not None or not gate.preflight_failures]
         if hard:
-            self.note(f"launch refused: {hard[0].reason} — {self._fix(hard[0].remedy)}", "bold red")
+            self.note(f"launch refused: {hard[0].reason} — {self._fix(hard[0].remedy)}", "fail")
             return
         commands: list[tuple[str, str]] = []
         for item in gate.replace:
@@ -311,7 +321,7 @@ class LaunchPane(Pane, can_focus=True):
 
     def _launch_confirmed(self, result: ConfirmResult | None, replace: list[ReplaceItem]) -> None:
         if result is None:
-            self.note("launch cancelled", "dim")
+            self.note("launch cancelled", "muted")
             return
         self.launching = True
         self._launch_worker(result.override, replace)
@@ -325,22 +335,22 @@ class LaunchPane(Pane, can_focus=True):
                 if lock.warning:
                     self.notify(lock.warning, severity="warning")
                 if replace:
-                    self.note("archiving logs and removing the stopped containers …", "yellow")
+                    self.note("archiving logs and removing the stopped containers …", "warn.soft")
                     outcomes = await execute_replace(self.ctx.fleet, self.cfg, replace, ledger)
                     bad = [o for o in outcomes if not o.ok]
                     if bad:
-                        self.note(f"relaunch stopped: rank {bad[0].rank}: {bad[0].message}", "bold red")
+                        self.note(f"relaunch stopped: rank {bad[0].rank}: {bad[0].message}", "fail")
                         return
-                self.note(f"launching{why}", "yellow")
+                self.note(f"launching{why}", "warn.soft")
                 launcher = L.Launcher(self.ctx.fleet, self.cfg, ledger=ledger, watcher=self.ctx.watcher)
                 await launcher.launch()
         except LockError as exc:
-            self.note(f"launch {exc}", "bold red")
+            self.note(f"launch {exc}", "fail")
         finally:
             self.launching = False
 
     def action_stop(self) -> None:
-        self.note("planning stop …", "yellow")
+        self.note("planning stop …", "warn.soft")
         self._plan_stop_worker()
 
     @work(exclusive=True, group="launch-stop", exit_on_error=False)
@@ -355,11 +365,11 @@ class LaunchPane(Pane, can_focus=True):
         if not todo:
             self.note(("cannot stop: " if lost else "nothing to stop: no running container started by this "
                        "cockpit (a cluster launched by hand is never stopped here)")
-                      + (f" — {skipped}" if skipped else ""), "bold red" if lost else "yellow")
+                      + (f" — {skipped}" if skipped else ""), "fail" if lost else "warn")
             return
         if any(i.rank == 0 for i in lost):
             self.note(f"rank 0 NOT stopped: {lost[0].reason}; the workers are left running until the head "
-                      "answers (`r37-cockpit stop --force` stops them anyway)", "bold red")
+                      "answers (`r37-cockpit stop --force` stops them anyway)", "fail")
             return
         commands = [(f"rank {i.rank} ({self.ctx.fleet[i.rank].target})" + (" — head, first" if i.rank == 0
                                                                            else ""), i.command) for i in todo]
@@ -369,7 +379,7 @@ class LaunchPane(Pane, can_focus=True):
 
     def _stop_confirmed(self, result: ConfirmResult | None, plan: list[StopItem]) -> None:
         if result is None:
-            self.note("stop cancelled", "dim")
+            self.note("stop cancelled", "muted")
             return
         self._stop_worker(plan)
 
@@ -379,13 +389,13 @@ class LaunchPane(Pane, can_focus=True):
             async with ClusterLock(self.ctx.fleet, self.cfg, "stop"):
                 outcomes = await execute_stop(self.ctx.fleet, plan, self.ctx.watcher.ledger)
         except LockError as exc:
-            self.note(f"stop {exc}", "bold red")
+            self.note(f"stop {exc}", "fail")
             return
         text = "; ".join(f"rank {o.rank}: {'stopped' if o.ok else o.message}" for o in outcomes)
-        self.note(f"stop: {text}", "bold" if all(o.ok for o in outcomes) else "bold red")
+        self.note(f"stop: {text}", "bold" if all(o.ok for o in outcomes) else "fail")
 
     def action_status(self) -> None:
-        self.note("looking again …", "dim")
+        self.note("looking again …", "muted")
         self._status_worker()
 
     @work(exclusive=True, group="launch-status", exit_on_error=False)
