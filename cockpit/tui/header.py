@@ -46,8 +46,9 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
     text.append(sep if compact else sep + "hosts ")
     text.append(f"{up}/{total} up" if compact else f"{up}/{total} connected", style=style)
     if bad:
-        text.append((" down: " if compact else "  ranks down: ") + " ".join(str(s.rank) for s in bad),
-                    style="fail.soft")
+        ranks = " ".join(str(s.rank) for s in bad)
+        word = "rank" if len(bad) == 1 else "ranks"
+        text.append(f" · {word} {ranks} down" if compact else f"  ranks down: {ranks}", style="fail.soft")
     if model is None:
         return text
     v = model.verdict

@@ -8,9 +8,6 @@ from collections.abc import Iterator
 import pytest
 from textual.widgets import Input, TextArea
 
-SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
-THEMES = ("cockpit-dark", "cockpit-light")
-
 
 @pytest.fixture(autouse=True)
 def own_ui_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import pytest
-from conftest import SIZES, THEMES
 from test_chat_snap import scene as chat_scene
 from test_hosts_snap import scene as hosts_scene
 from test_launch_snap import scene as launch_scene
@@ -17,6 +16,8 @@ from test_setup_snap import scene as setup_scene
 
 from cockpit.tui.app import CockpitApp
 
+SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
+THEMES = ("cockpit-dark", "cockpit-light")
 Scene = Callable[[CockpitApp, object], Awaitable[None]]
 SCENES: dict[str, Scene] = {"hosts": hosts_scene, "preflight": preflight_scene, "setup": setup_scene,
                             "launch": launch_scene, "logs": logs_scene, "chat": chat_scene}
