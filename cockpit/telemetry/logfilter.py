@@ -116,7 +116,10 @@ class FilteredView:
     def trim(self, holds: Callable[[LogLine], bool]) -> int:
         """Drop leading entries whose line left the source (and separators before them)."""
         n = 0
-        while self.lines and (self.lines[0] is None or not holds(self.lines[0])):  # type: ignore[arg-type]
+        while self.lines:
+            first = self.lines[0]
+            if first is not None and holds(first):
+                break
             self.lines.popleft()
             self.kinds.popleft()
             n += 1

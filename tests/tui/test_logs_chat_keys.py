@@ -153,7 +153,11 @@ async def test_a_smoke_test_that_fails_with_an_error_ends_its_turn(fixed_config,
         turn = app.query_one(SmokeTurn)
         shown = str(turn.render())
         assert "FAILED" in shown and "PASS health" in shown and "error line" in shown
-        assert "the smoke runner broke" not in shown  # the error is the app's to show, once
+        await _until(pilot, lambda: pane.worker_error is not None)
+        assert "smoke test failed: RuntimeError: the smoke runner broke" in pane.worker_error.plain  # type: ignore[union-attr]
+        assert "the smoke runner broke" not in shown  # shown once: on the error line, not in the turn too
+        notes = [n.message for n in app._notifications]
+        assert sum("the smoke runner broke" in n for n in notes) == 1
         assert app.is_running and pane._smoke is turn
 
 
@@ -212,3 +216,30 @@ async def test_chat_save_over_a_file_asks_first(fixed_config, tmp_path) -> None:
         await pilot.press("y")
         await pilot.pause()
         assert "hello" in target.read_text()
+
+
+async def test_the_line_a_jump_shows_stays_a_third_down_when_the_status_grows(fixed_config) -> None:  # type: ignore[no-untyped-def]
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.action_show_pane("logs")
+        await pilot.pause()
+        pane = app.query_one(LogsPane)
+        _feed(pane, failure_at=150)
+        await pilot.press("e")
+        await _until(pilot, lambda: pane.view.marked is not None)
+        await pilot.pause()
+        view = pane.view
+        assert 150 - view.top_index == view.size.height // 3
+        before = view.size.height
+        pane._set_message("a long message " * 12)  # the status line needs more lines: the view shrinks
+        await pilot.pause()
+        await pilot.pause()
+        assert view.size.height < before and 150 - view.top_index == view.size.height // 3
+        await pilot.press("up")  # the operator scrolls: the view is theirs, no more re-placing
+        await pilot.pause()
+        top, shrunk = view.top_index, view.size.height
+        assert top == 150 - shrunk // 3 - 1
+        pane._set_message("")
+        await pilot.pause()
+        await pilot.pause()
+        assert view.size.height > shrunk and view.top_index == top

@@ -206,6 +206,7 @@ class LogsPane(Pane):
         self.filter: LineFilter | None = None
         self.context = CONTEXT_STEPS[1]
         self.filtered: FilteredView | None = None
+        self.source: _BufferSource | _FilteredSource = _BufferSource(self.store, None)  # what the view shows
         self.flushed = 0          # lines moved from the readers into the store (the benchmark's figure)
         self.message = ""
         self._status_text = ""
@@ -228,7 +229,7 @@ class LogsPane(Pane):
         return self.query_one(LogView)
 
     def on_mount(self) -> None:
-        self.view.set_source(_BufferSource(self.store, None))
+        self._show_source(_BufferSource(self.store, None))
         self.set_interval(self.flush_every, self.flush)
         if self.autostart:
             for rank in self.ranks:
@@ -350,8 +351,7 @@ class LogsPane(Pane):
         if self.filter is None:
             self.filtered = None
             view.highlight = None
-            view.set_source(_BufferSource(self.store, None if self.tab == MERGED else int(self.tab[1:])),
-                            max_text=self._max_text)
+            self._show_source(_BufferSource(self.store, None if self.tab == MERGED else int(self.tab[1:])))
         else:
             self._rebuild_filter()
         view.set_options(rank=self.tab == MERGED)
@@ -363,7 +363,11 @@ class LogsPane(Pane):
         self.filtered = FilteredView(self.filter, self.context)
         self.filtered.rebuild(self._source_lines())
         self.view.highlight = self.filter
-        self.view.set_source(_FilteredSource(self.filtered), max_text=self._max_text)
+        self._show_source(_FilteredSource(self.filtered))
+
+    def _show_source(self, source: _BufferSource | _FilteredSource) -> None:
+        self.source = source
+        self.view.set_source(source, max_text=self._max_text)
 
     @on(Tabs.TabActivated, "#logs-tabs")
     def _tab_activated(self, event: Tabs.TabActivated) -> None:
@@ -454,11 +458,11 @@ class LogsPane(Pane):
         view = self.view
         at = None
         if view.marked is not None:
-            at = _locate(view.source.lines, view.marked, self._error_at)  # type: ignore[attr-defined]
+            at = _locate(self.source.lines, view.marked, self._error_at)
         self._find_error(at + 1 if at is not None else view.top_index)
 
     def _find_error(self, start: int) -> None:
-        lines = self.view.source.snapshot()  # type: ignore[attr-defined]
+        lines = self.source.snapshot()
         self._generation += 1
         self.message = "searching for the first error…" if start == 0 else "searching for the next error…"
         self._show_status()
@@ -477,7 +481,7 @@ class LogsPane(Pane):
             self.message = "no failure signature in this view" + (" below" if found.index else "")
             self._show_status()
             return
-        index = _locate(self.view.source.lines, found.line, found.index)  # type: ignore[attr-defined]
+        index = _locate(self.source.lines, found.line, found.index)
         if index is None:
             self.message = "that error line has left the buffer"
         else:
@@ -493,7 +497,7 @@ class LogsPane(Pane):
         what = "all" if full else (self.tab if self.filter is None else f"{self.tab}-filtered")
         default = f"r37-logs-{what}-{time.strftime('%Y%m%d-%H%M%S')}.log"
         lines: Sequence[LogLine | None] = (self.store.merged.snapshot() if full
-                                           else self.view.source.snapshot())  # type: ignore[attr-defined]
+                                           else self.source.snapshot())
         count = sum(line is not None for line in lines)
         shown = "the full buffer (all ranks, merged)" if full else "this view"
 

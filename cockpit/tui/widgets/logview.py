@@ -77,6 +77,7 @@ class LogView(ScrollView, can_focus=True):
         self.following = True
         self.new_lines = 0
         self.marked: LogLine | None = None
+        self._jumped: int | None = None  # the entry a jump put a third down, until the operator scrolls
         self._auto = False
         self._max_text = 0
         self._cache_key: tuple[object, ...] | None = None
@@ -98,6 +99,7 @@ class LogView(ScrollView, can_focus=True):
         """Show another source (a tab, a filter); keeps following if it was."""
         self.source = source
         self.new_lines = 0
+        self._jumped = None
         if max_text is not None:
             self._max_text = max_text
         self._changed()
@@ -116,6 +118,8 @@ class LogView(ScrollView, can_focus=True):
             self.new_lines += added
             if anchor_shift:
                 self._scroll_quietly(max(0, self.scroll_y + anchor_shift))
+                if self._jumped is not None:
+                    self._jumped = self._jumped + anchor_shift if self._jumped + anchor_shift >= 0 else None
 
     def restyle(self) -> None:
         """The theme changed: resolve the roles again and redraw."""
@@ -173,6 +177,7 @@ class LogView(ScrollView, can_focus=True):
     def resume(self) -> None:
         self.following = True
         self.new_lines = 0
+        self._jumped = None
         self._to_end()
         self.refresh()
 
@@ -195,9 +200,15 @@ class LogView(ScrollView, can_focus=True):
         if mark:
             self.marked = self.source.entry(index)[0]
             self._version += 1
-        top = index - max(0, self.size.height // 3)
-        self._scroll_quietly(max(0, min(top, self.max_scroll_y)))
+        self._jumped = index
+        self._place_jumped()
         self.refresh()
+
+    def _place_jumped(self) -> None:
+        if self._jumped is None or self.following:
+            return
+        top = self._jumped - max(0, self.size.height // 3)
+        self._scroll_quietly(max(0, min(top, self.max_scroll_y)))
 
     @property
     def top_index(self) -> int:
@@ -205,6 +216,9 @@ class LogView(ScrollView, can_focus=True):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
+        clamped = new_value < old_value and new_value >= self.max_scroll_y  # the view got shorter content
+        if not self._auto and not clamped:
+            self._jumped = None  # the operator scrolled: the jump's place is theirs now
         # a clamp to the new bottom after a resize is not the operator scrolling
         if not self._auto and self.following and new_value < old_value and new_value < self.max_scroll_y:
             self.following = False
@@ -214,6 +228,8 @@ class LogView(ScrollView, can_focus=True):
         self._changed()
         if self.following:
             self.call_after_refresh(self._to_end)
+        elif self._jumped is not None:  # the status line grew or shrank: the line stays a third down
+            self.call_after_refresh(self._place_jumped)
 
     # ---- rendering ---------------------------------------------------------------------------------
 
