@@ -24,14 +24,8 @@ from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.phases import Phase
 from cockpit.recipe.replace import ReplaceItem, plan_replace, refused
 from cockpit.recipe.timeline import ClusterTimeline, ClusterVerdict, Failure, LaunchEvent, Owner, RankLaunched
-from cockpit.recipe.timeline import RankTimeline as RankTimeline  # for the TUI: see below
-from cockpit.recipe.timeline import VerdictChanged as VerdictChanged  # for the TUI: see below
 from cockpit.recipe.watch import NO_ENGINE, ClusterWatcher
 from cockpit.safetext import neutralise, safe
-
-# The model is `cockpit.recipe.timeline`'s, not this module's. Until the TUI's committed files import it
-# from there, they still reach `L.VerdictChanged` (tui/panes/launch.py) and RankTimeline
-# (tui/widgets/timeline.py) through this module: the two `X as X` imports above, to go then.
 
 LAUNCH_TIMEOUT = 180.0       # seconds for launch/node.sh to return (docker run -d)
 
