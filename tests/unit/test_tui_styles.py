@@ -27,7 +27,8 @@ def _style_args(tree: ast.AST) -> list[ast.Constant]:
     found: list[ast.Constant] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            found += [k.value for k in node.keywords if k.arg == "style" and isinstance(k.value, ast.Constant)]
+            found += [k.value for k in node.keywords
+                      if k.arg == "style" and isinstance(k.value, ast.Constant)]
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if name in ("append", "Text") and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
                 found.append(node.args[1])
@@ -35,7 +36,8 @@ def _style_args(tree: ast.AST) -> list[ast.Constant]:
                 found.append(node.args[0])
             if name == "assemble":
                 for arg in node.args:
-                    if isinstance(arg, ast.Tuple) and len(arg.elts) == 2 and isinstance(arg.elts[1], ast.Constant):
+                    pair = isinstance(arg, ast.Tuple) and len(arg.elts) == 2
+                    if pair and isinstance(arg.elts[1], ast.Constant):
                         found.append(arg.elts[1])
     return [c for c in found if isinstance(c.value, str)]
 
@@ -66,7 +68,8 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert _is_colour("bold red") and _is_colour("on grey23") and _is_colour("#FF0000") and _is_colour("dim")
     assert not _is_colour("ok") and not _is_colour("a red herring") and not _is_colour("bold")
     assert not _is_colour("d")      # a key, though Rich reads it as "dim"
-    assert not valid_style("ok bold") and not valid_style("red") and valid_style("ok") and valid_style("reverse bold")
+    assert not valid_style("ok bold") and not valid_style("red")
+    assert valid_style("ok") and valid_style("reverse bold")
     calls = ast.parse('Text("x", style="bold red"); t.append("y", "fail"); Text.assemble(("z", "ok bold"))')
     assert [c.value for c in _style_args(calls)] == ["bold red", "fail", "ok bold"]
 
