@@ -31,7 +31,7 @@ def fmt_secs(s: float) -> str:
 
 
 def current_text(tl: RankTimeline) -> Text:
-    """The phase a rank is in now, with progress, or why it is red."""
+    """The phase a rank is in now, with progress, or why it failed."""
     cond = tl.condition
     if tl.failure is not None:
         word = "followed" if cond == "followed" else "FAILED"
