@@ -71,7 +71,7 @@ class ConfirmCommands(ModalScreen[ConfirmResult | None]):
     ConfirmCommands { align: center middle; }
     ConfirmCommands > Vertical { width: 90%; max-height: 90%; height: auto; border: thick $warning;
                                  background: $surface; padding: 0 1; }
-    ConfirmCommands #confirm-commands { height: auto; max-height: 24; }
+    ConfirmCommands #confirm-commands { height: auto; max-height: 50vh; }
     ConfirmCommands .confirm-title { text-style: bold; padding-bottom: 1; }
     ConfirmCommands #confirm-override { padding-top: 1; }
     ConfirmCommands #confirm-keys { padding-top: 1; }
