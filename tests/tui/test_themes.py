@@ -162,3 +162,27 @@ async def test_switching_the_theme_recolours_content_and_is_remembered(fixed_con
         await pilot.pause()
         assert again.theme == "cockpit-contrast"
 
+
+
+async def test_a_plain_log_line_is_drawn_in_the_themes_text_colour(fixed_config) -> None:
+    """A log line has no style of its own: it must still be drawn in the theme's foreground (not the
+    terminal's default, which is unreadable on the light theme's background)."""
+    from cockpit.telemetry.logline import LogLine
+    from cockpit.tui.panes.logs import LogsPane
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.theme = "cockpit-light"
+        app.action_show_pane("logs")
+        pane = app.query_one(LogsPane)
+        pane.ingest(0, [LogLine(1_700_000_000_000_000_000, 0, "plain words of an ordinary line")])
+        pane.flush(now=True)
+        await pilot.pause()
+        await pilot.pause()
+        view = pane.view
+        row = next(view.render_line(y) for y in range(view.size.height)
+                   if "ordinary line" in view.render_line(y).text)
+        foreground = app.themes.themes["cockpit-light"].textual.foreground
+        words = [s for s in row if "ordinary" in s.text]
+        assert words and words[0].style is not None and words[0].style.color is not None
+        assert words[0].style.color.get_truecolor().hex.upper() == foreground.upper()

@@ -239,10 +239,11 @@ class LogView(ScrollView, can_focus=True):
                self.following, self.show_rank, self.show_timestamps, self.wrap, self.highlight,
                self.app.theme)
         if key != self._cache_key:
-            self._rows = self._render_rows(width, self.size.height)
+            base = self.rich_style    # the theme's text colour under every row (a plain log line has none)
+            self._rows = [row.apply_style(base) for row in self._render_rows(width, self.size.height)]
             self._cache_key = key
             self.drawn_version = self._version
-        return self._rows[y] if y < len(self._rows) else Strip.blank(width)
+        return self._rows[y] if y < len(self._rows) else Strip.blank(width, self.rich_style)
 
     def _render_rows(self, width: int, height: int) -> list[Strip]:
         self.frames += 1
