@@ -11,7 +11,6 @@ ledger's record for the rank, `Probe.launched`), those checks pass as "in use by
 from __future__ import annotations
 
 import ipaddress
-import statistics
 from dataclasses import asdict
 
 from cockpit.config import ClusterConfig
@@ -19,6 +18,7 @@ from cockpit.hosts.shell import Cmd
 from cockpit.recipe import containers as dk
 from cockpit.recipe import parsers as P
 from cockpit.recipe.checks import Check, Outcome, Probe, Verdict, differs
+from cockpit.telemetry import gpu as G
 
 SMI_FIELDS = ["name", "driver_version", "clocks.sm", "clocks.max.sm", "utilization.gpu", "pstate"]
 SMI_QUERY = ["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"]
@@ -160,102 +160,71 @@ DRIVER = Check("driver", 1, "CUDA-13 driver, same on every host", _driver_cmds, 
 
 # ---- SM clocks ---------------------------------------------------------------------------------------
 #
-# Rule (observe only, no load probe): a rank is *loaded* when its GPU reports >= 5 % utilisation or a
-# performance state P0-P2; otherwise it is idle (P8, near 0 %), where low clocks are normal.
-# A rank whose GPU this cockpit's running engine holds sits in P0 at an idle clock between requests: it
-# counts as loaded only by utilisation (>= 5 %), and below that it passes as in use and is left out of
-# the comparison (an engine's idle clock says nothing about a latched one).
-#  - loaded: FAIL if clocks.sm < 50 % of clocks.max.sm, or < 70 % of the median of the other loaded ranks
-#    (the reported slow state: 630-950 MHz where a healthy GB10 runs 2.2-2.4 GHz under load);
-#  - idle: FAIL if clocks.sm sits in the reported latched band (600-1000 MHz) while the other idle ranks
-#    read well outside it (their median differs by > 30 %): the clock is pinned, not idling;
-#    WARN if it sits in the band with no idle peer to compare with (one rank, or all ranks alike);
-#    PASS otherwise — every rank idling low alike is healthy.
+# The rule is `cockpit.telemetry.gpu.clock_verdicts` (observe only, no load probe; the Stats pane shares
+# it): loaded by utilisation (>= 5 %), not by pstate; loaded below half of clocks.max.sm or below 70 % of
+# the loaded peers' median fails; idle inside the latched band (600-1000 MHz) fails when the idle peers
+# read more than 30 % apart, warns with no idle peer. A rank whose GPU this cockpit's running engine holds
+# (P0 at an idle clock between requests) passes as in use below the load threshold and is no peer.
 
-LATCH_BAND = (600, 1000)
-LOADED_UTIL = 5
-LOW_OF_MAX = 0.5
-LOW_OF_PEERS = 0.7
-IDLE_APART = 0.3
-
-
-def _clock_facts(row: dict[str, str | None]) -> dict[str, object] | None:
-    sm = P.to_int(row.get("clocks.sm"))
-    if sm is None:
-        return None
-    util = P.to_int(row.get("utilization.gpu"))
-    pstate = row.get("pstate") or ""
-    loaded = (util is not None and util >= LOADED_UTIL) or pstate in ("P0", "P1", "P2")
-    return {"sm": sm, "max": P.to_int(row.get("clocks.max.sm")), "util": util, "pstate": pstate,
-            "loaded": loaded}
-
-
-def _clock_value(f: dict[str, object]) -> str:
-    mx = f"/{f['max']}" if f.get("max") else ""
-    util = f"{f['util']}%" if f.get("util") is not None else "?%"
-    return f"{f['sm']}{mx} MHz, {f['pstate'] or '?'} {util} ({'loaded' if f['loaded'] else 'idle'})"
-
+LATCH_BAND = G.LATCH_BAND
+LOADED_UTIL = G.LOADED_UTIL
 
 CLOCK_REMEDY = ("the SM clock looks latched low (a reported GB10 state): check `nvidia-smi -q -d CLOCK,"
                 "PERFORMANCE` for throttle reasons; a host reboot usually clears it")
+CLOCK_VERDICT = {"ok": Verdict.PASS, "in_use": Verdict.PASS, "latched": Verdict.FAIL, "suspect": Verdict.WARN,
+                 "unknown": Verdict.UNKNOWN}
 
 
-def _judge_clock(f: dict[str, object], peers: list[dict[str, object]]) -> tuple[Verdict, str]:
-    sm, mx = int(f["sm"]), f.get("max")  # type: ignore[call-overload]
-    if f["loaded"]:
-        if isinstance(mx, int) and mx > 0 and sm < LOW_OF_MAX * mx:
-            return Verdict.FAIL, f"under load at {sm} MHz, below half of its {mx} MHz maximum"
-        loaded = [int(p["sm"]) for p in peers if p["loaded"]]  # type: ignore[call-overload]
-        if loaded and sm < LOW_OF_PEERS * statistics.median(loaded):
-            return Verdict.FAIL, f"{sm} MHz, far below the loaded peers ({statistics.median(loaded):.0f} MHz)"
-        return Verdict.PASS, ""
-    if not LATCH_BAND[0] <= sm <= LATCH_BAND[1]:
-        return Verdict.PASS, ""
-    idle = [int(p["sm"]) for p in peers if not p["loaded"]]  # type: ignore[call-overload]
-    if idle:
-        med = statistics.median(idle)
-        if abs(sm - med) > IDLE_APART * max(sm, med):
-            return Verdict.FAIL, f"idle at {sm} MHz while idle peers read {med:.0f} MHz: latched"
-        return Verdict.PASS, ""
-    return Verdict.WARN, f"idle at {sm} MHz, inside the reported latched band, no idle peer to compare"
+def _clock_reading(p: Probe) -> G.GpuReading | None:
+    if p.status("nvsmi.query") != 0:
+        return None
+    for r in G.parse_gpu_lines(p.output("nvsmi.query"), SMI_FIELDS):
+        if isinstance(r, G.GpuReading):
+            return r
+    return None
 
 
-def _clock_outcome(f: dict[str, object], verdict: Verdict, why: str, in_use: str) -> Outcome:
+def _clock_value(r: G.GpuReading) -> str:
+    mx = f"/{r.max_sm}" if r.max_sm else ""
+    util = f"{r.util}%" if r.util is not None else "?%"
+    load = G.is_loaded(r)
+    state = "load unknown" if load is None else "loaded" if load else "idle"
+    return f"{r.sm}{mx} MHz, {r.pstate or '?'} {util} ({state})"
+
+
+def _clock_outcome(r: G.GpuReading, v: G.ClockVerdict, in_use: str) -> Outcome:
     """The clocks outcome of one rank; `in_use` is the in-use value when this cockpit's engine holds the
     GPU (a pass then shows it, with the reading as detail)."""
-    facts = {"clock": f, "in_use": in_use} if in_use else {"clock": f}
+    facts: dict[str, object] = {"clock": asdict(r), "in_use": in_use} if in_use else {"clock": asdict(r)}
+    verdict = CLOCK_VERDICT[v.state]
     if verdict is Verdict.PASS:
         if in_use:
-            return Outcome(verdict, in_use, "", _clock_value(f), facts)
-        return Outcome(verdict, _clock_value(f), "", why, facts)
-    detail = f"{why}; {in_use}" if in_use else why
-    return Outcome(verdict, _clock_value(f), CLOCK_REMEDY, detail, facts)
+            return Outcome(verdict, in_use, "", _clock_value(r), facts)
+        return Outcome(verdict, _clock_value(r), "", v.why, facts)
+    detail = f"{v.why}; {in_use}" if in_use else v.why
+    remedy = CLOCK_REMEDY if verdict is not Verdict.UNKNOWN else "read `nvidia-smi --query-gpu=clocks.sm," \
+        "utilization.gpu --format=csv` on the host: the clock rule needs both"
+    return Outcome(verdict, _clock_value(r), remedy, detail, facts)
 
 
 def _clocks(p: Probe) -> Outcome:
-    row = _gpu_row(p)
-    facts = _clock_facts(row) if row else None
-    if facts is None:
+    r = _clock_reading(p)
+    if r is None or r.sm is None:
         return Outcome(Verdict.UNKNOWN, "no SM clock reading (see the gpu check)", "fix the gpu check first")
     engine = engine_in_use(p)
-    if engine is not None:
-        in_use = in_use_value(p, engine)
-        util = facts.get("util")
-        if not (isinstance(util, int) and util >= LOADED_UTIL):
-            return Outcome(Verdict.PASS, in_use, detail=_clock_value(facts), facts={"in_use": in_use})
-        verdict, why = _judge_clock(facts, [])   # generating: a latched clock is still a finding
-        return _clock_outcome(facts, verdict, why, in_use)
-    verdict, why = _judge_clock(facts, [])
-    return _clock_outcome(facts, verdict, why, "")
+    in_use = in_use_value(p, engine) if engine is not None else ""
+    v = G.clock_verdicts({p.rank: r}, held={p.rank} if in_use else ())[p.rank]
+    return _clock_outcome(r, v, in_use)
 
 
 def _compare_clocks(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int, Outcome]:
-    facts = {r: o.facts["clock"] for r, o in outcomes.items() if o.facts.get("clock")}
+    readings = {r: G.GpuReading(**o.facts["clock"]) for r, o in outcomes.items()
+                if isinstance(o.facts.get("clock"), dict)}
+    held = {r for r in readings if outcomes[r].facts.get("in_use")}
     changed = {}
-    for rank, f in facts.items():
-        verdict, why = _judge_clock(f, [v for r, v in facts.items() if r != rank])
+    for rank, v in G.clock_verdicts(readings, held).items():
         o = outcomes[rank]
-        now = _clock_outcome(f, verdict, why, str(o.facts.get("in_use") or ""))
+        now = _clock_outcome(readings[rank], v, str(o.facts.get("in_use") or ""))
         if now != o:
             changed[rank] = now
     return changed
