@@ -84,6 +84,8 @@ def parse_gpu_line(line: str, fields: list[str]) -> GpuReading | GpuParseError:
     head = line.strip()[:160]
     if len(line) > MAX_LINE:
         return GpuParseError(f"line longer than {MAX_LINE} characters", head)
+    if any((ord(ch) < 32 and ch != "\t") or ord(ch) == 127 for ch in line.strip()):
+        return GpuParseError("control characters in the line", head.encode("unicode_escape").decode()[:160])
     cells = [c.strip() for c in line.strip().split(",")]
     if len(cells) != len(fields):
         return GpuParseError(f"{len(cells)} cells for {len(fields)} fields", head)
