@@ -129,16 +129,21 @@ def parse_sample(text: str, at: float) -> EngineSample:
     )
 
 
-async def read_sample(client: ApiClient, timeout: float = READ_TIMEOUT_S) -> EngineSample:
-    """``GET /metrics`` through ``client`` and parse it, within ``timeout`` seconds in all.
+async def read_metrics_text(client: ApiClient, timeout: float = READ_TIMEOUT_S) -> str:
+    """``GET /metrics`` through ``client``, within ``timeout`` seconds in all.
 
     Raises :class:`ApiError` (the client's, or kind ``timeout`` when the deadline passes)."""
     try:
         async with asyncio.timeout(timeout):
-            text = await client.metrics_text()
+            return await client.metrics_text()
     except TimeoutError:
         raise ApiError("timeout", f"{client.base_url}/metrics did not answer within {timeout:g} s",
                        REMEDY_TIMEOUT) from None
+
+
+async def read_sample(client: ApiClient, timeout: float = READ_TIMEOUT_S) -> EngineSample:
+    """``GET /metrics`` through ``client`` and parse it (:func:`read_metrics_text`'s deadline)."""
+    text = await read_metrics_text(client, timeout)
     return parse_sample(text, time.monotonic())
 
 

@@ -19,7 +19,6 @@ Values are summed over label sets (``engine``, ``model_name``); KV cache usage i
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections import deque
@@ -30,8 +29,16 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from cockpit.api.client import ApiClient
-from cockpit.api.errors import REMEDY_TIMEOUT, ApiError
-from cockpit.api.liveness import GENERATION, KV_USAGE, PARSE_ERRORS, PROMPT, READ_TIMEOUT_S, RUNNING, WAITING
+from cockpit.api.liveness import (
+    GENERATION,
+    KV_USAGE,
+    PARSE_ERRORS,
+    PROMPT,
+    READ_TIMEOUT_S,
+    RUNNING,
+    WAITING,
+    read_metrics_text,
+)
 
 PREEMPTIONS = "vllm:num_preemptions_total"
 SUCCESS = "vllm:request_success_total"
@@ -138,16 +145,10 @@ def parse_snapshot(text: str, at: float) -> Snapshot:
 
 
 async def read_snapshot(client: ApiClient, timeout: float = READ_TIMEOUT_S) -> Snapshot:
-    """``GET /metrics`` through ``client`` (its :meth:`~ApiClient.metrics_text`, as
-    :func:`cockpit.api.liveness.read_sample` does) and parse it, within ``timeout`` seconds.
+    """``GET /metrics`` through ``client`` (the liveness reader's fetch and deadline) and parse it.
 
     Raises :class:`ApiError` (the client's, or kind ``timeout``)."""
-    try:
-        async with asyncio.timeout(timeout):
-            text = await client.metrics_text()
-    except TimeoutError:
-        raise ApiError("timeout", f"{client.base_url}/metrics did not answer within {timeout:g} s",
-                       REMEDY_TIMEOUT) from None
+    text = await read_metrics_text(client, timeout)
     return parse_snapshot(text, time.monotonic())
 
 
