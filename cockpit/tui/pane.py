@@ -89,6 +89,12 @@ class Pane(Vertical):
         """ "d dry run · l launch · …": a status line's hints, from the bindings (HINTS by default)."""
         return hints(self, actions if actions is not None else self.HINTS, labels=labels)
 
+    def key_hint_parts(self, labels: dict[str, str] | None = None) -> list[Text]:
+        """One hint per action of HINTS that has a key now ("d dry run"), for a status line that packs
+        its parts to the width."""
+        parts = [self.key_hints((action,), labels=labels) for action in self.HINTS or ()]
+        return [part for part in parts if part.plain]
+
     # ---- rendering ------------------------------------------------------------------------------------
 
     def refresh_view(self) -> None:

@@ -171,8 +171,7 @@ class ChatPane(Pane):
         self._show_keys()
 
     def _show_keys(self) -> None:
-        hints = [self.key_hints((action,), labels=HINT_LABELS) for action in self.HINTS or ()]
-        self.query_one("#chat-keys", StatusLine).show([(hints, " · ")])
+        self.query_one("#chat-keys", StatusLine).show([(self.key_hint_parts(HINT_LABELS), " · ")])
 
     def _key(self, action: str, what: str) -> str:
         """"Esc stops it" for a message: the key bound to `action` now, or the action's name when the

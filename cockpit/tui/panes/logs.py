@@ -576,8 +576,7 @@ class LogsPane(Pane):
     def hint_parts(self) -> list[Text]:
         """The key hints, one part each (from the bindings with the keymap applied)."""
         if self._hints is None:
-            self._hints = [self.key_hints((action,), labels=HINT_LABELS) for action in self.HINTS or ()]
-            self._hints = [h for h in self._hints if h.plain]
+            self._hints = self.key_hint_parts(HINT_LABELS)
         return self._hints
 
     def status_text(self) -> Text:
