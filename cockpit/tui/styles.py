@@ -73,7 +73,12 @@ assert all(phase_role(p) in ROLES for p in PHASES)
 
 
 class StyleError(ValueError):
-    """A role's style cannot be resolved: unknown colour variable or bad Rich syntax."""
+    """A role's style cannot be resolved: unknown colour variable or bad Rich syntax (`role`: which
+    role's, when known)."""
+
+    def __init__(self, message: str, role: str = ""):
+        super().__init__(message)
+        self.role = role
 
 
 def theme_colors(theme: Theme) -> dict[str, str]:
@@ -146,7 +151,10 @@ def roles_for(theme: Theme, overrides: Mapping[str, str] | None = None) -> RichT
             kept = [w for w in recipe.split() if w in ATTRIBUTES]
             styles[role] = Style.parse(" ".join(kept) or ("dim" if role in ("muted", "stale") else "none"))
     for role, recipe in (overrides or {}).items():
-        styles[role] = resolve(recipe, colors)
+        try:
+            styles[role] = resolve(recipe, colors)
+        except StyleError as exc:
+            raise StyleError(str(exc), role) from None
     return RichTheme(styles, inherit=False)
 
 

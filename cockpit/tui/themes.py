@@ -126,17 +126,8 @@ def load_theme_file(path: Path) -> CockpitTheme:
     try:
         roles = roles_for(theme, overrides)
     except StyleError as exc:
-        bad = next((k for k, v in overrides.items() if _role_fails(theme, k, v)), "styles")
-        raise _Invalid(f"styles.{bad}" if bad != "styles" else bad, str(exc)) from None
+        raise _Invalid(f"styles.{exc.role}" if exc.role else "styles", str(exc)) from None
     return CockpitTheme(theme, roles, path)
-
-
-def _role_fails(theme: Theme, role: str, recipe: str) -> bool:
-    try:
-        roles_for(theme, {role: recipe})
-    except StyleError:
-        return True
-    return False
 
 
 def builtin_theme_files() -> list[Path]:
