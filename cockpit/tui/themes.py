@@ -13,6 +13,7 @@ import difflib
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
@@ -43,11 +44,16 @@ class ThemeProblem:
 
 @dataclass(frozen=True)
 class CockpitTheme:
-    """A Textual theme and the roles it resolves to."""
+    """A Textual theme and the roles it resolves to (a theme file's at load, to validate it; one of
+    Textual's own themes when it is first shown: most are never picked)."""
 
     textual: Theme
-    roles: RichTheme
+    resolved: RichTheme | None = None
     source: Path | None = None       # None: one of Textual's own themes
+
+    @cached_property
+    def roles(self) -> RichTheme:
+        return self.resolved if self.resolved is not None else roles_for(self.textual)
 
 
 @dataclass
@@ -144,7 +150,7 @@ def load_themes(user_dir: Path | None) -> ThemeSet:
     A user file may not take a built-in name; a broken file is reported and skipped."""
     found = ThemeSet()
     for theme in BUILTIN_THEMES.values():
-        found.themes[theme.name] = CockpitTheme(theme, roles_for(theme))
+        found.themes[theme.name] = CockpitTheme(theme)
     user_files = sorted(user_dir.glob("*.toml")) if user_dir is not None and user_dir.is_dir() else []
     for path in [*builtin_theme_files(), *user_files]:
         try:
