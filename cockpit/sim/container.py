@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 
 from cockpit.sim import layout
-from cockpit.sim.tools import _docker, _host
+from cockpit.sim.tools import _docker, _host, _meminfo
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 
@@ -144,6 +144,7 @@ def run(root: str, cid: str, attach: bool) -> int:
     for name in ("mem.json", "gpu.json"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(layout.run_dir(Path(root)), name))
+    _meminfo.refresh(root)
     code = 128 - rc if rc < 0 else rc
     oom = os.path.exists(os.path.join(cdir, "oom_killed"))
     st.update(

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from cockpit.sim import layout
+from cockpit.sim.tools import _meminfo
 
 DESCRIPTIONS: dict[str, str] = {
     "no-gpu": "nvidia-smi cannot reach the driver (prints NVIDIA-SMI has failed..., exit 9)",
@@ -90,6 +91,8 @@ def set_fault(root: Path, name: str, on: bool, params: dict | None = None) -> No
         from cockpit.sim.provision import write_fabric_state
 
         write_fabric_state(root, layout.read_spec(root))
+    elif name == "low-memory":
+        _meminfo.refresh(root)
     elif name == "missing-shard":
         spec = layout.read_spec(root)
         if on:

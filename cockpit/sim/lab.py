@@ -5,7 +5,8 @@ Each simulated host N gets
     netns  r37lab-<id>-N          its own network stack: lo, enP7s7 (management), enp1s0f0np0 (fabric)
     mount + UTS namespace          hostname spark-N, a tmpfs on /srv, its host root on /var/lib/r37-sim,
                                    the cluster's stand-ins (DIR/bin) on /usr/local/bin
-    /usr/sbin/sshd                 listening on its management IP only, port 22
+    /usr/sbin/sshd                 listening on its management IP only, port 22; every session gets
+                                   R37_SIM_ROOT=/var/lib/r37-sim (sshd_config SetEnv)
 
 The management bridge `r37m-<id>` holds the admin address (.1 of the management /24), so the cockpit in
 the root namespace reaches host N at .(10+N):22. The fabric bridge `r37f-<id>` joins the hosts' fabric
@@ -55,7 +56,7 @@ from cockpit.sim.procs import alive, reap, terminate
 PREFIX = "r37lab"
 MGMT_IFACE = "enP7s7"
 SSHD = "/usr/sbin/sshd"
-HOST_ROOT_MOUNT = "/var/lib/r37-sim"   # layout.root_from_env() without R37_SIM_ROOT: stand-ins need no env
+HOST_ROOT_MOUNT = "/var/lib/r37-sim"   # layout.root_from_env() without R37_SIM_ROOT; sshd sets it anyway
 BIN_MOUNT = "/usr/local/bin"           # on sshd's default PATH, before /usr/bin
 SRV_MOUNT = "/srv"
 RECIPE_DIR = "/srv/r37-recipe"         # per host: /srv is each host's own tmpfs, HOME (/root) is shared
@@ -242,6 +243,8 @@ def sshd_config(cluster_dir: Path, rank: int, listen: str) -> str:
         f"PidFile {lab / f'sshd-{rank}.pid'}",
         "LogLevel INFO",
         "Subsystem sftp internal-sftp",
+        # Every session's environment, whatever the shell reads: host scripts find their root through it.
+        f"SetEnv {layout.ROOT_ENV}={HOST_ROOT_MOUNT}",
         "",
     ])
 

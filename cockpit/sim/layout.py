@@ -5,7 +5,8 @@ this module, so the layout is written down once.
 
     <root>/sim.json                HostSpec as JSON (identity, fabric, mode, python, hub dir, ...)
     <root>/faults/<name>           a file per active fault switch (content: optional JSON params)
-    <root>/proc/meminfo            what the host's /proc/meminfo says
+    <root>/proc/meminfo            what the host's /proc/meminfo says, kept current (see below)
+    <root>/proc/meminfo.base       the idle base it is rendered from (written by `provision_host`)
     <root>/sys/class/infiniband/   sysfs-style RDMA tree (counters, hw_counters, gids, gid_attrs)
     <root>/docker/                 the docker stand-in's images, containers and logs
     <root>/run/                    live readings written by the engine (gpu.json), pid files
@@ -17,13 +18,18 @@ Files the engine writes (atomic replace) and the stand-ins read:
     <root>/run/gpu.json            {"utilization": int %, "power_w": float, "sm_clock_mhz": int,
                                     "apps": [{"pid": int, "used_mib": int, "name"?: str}],
                                     "temperature_c"?: float}; missing = idle (0 %, ~4 W, 208 MHz, P8)
-    <root>/run/mem.json            {"used_bytes": N}: subtracted from MemFree/MemAvailable when the
-                                   `cat` stand-in renders /proc/meminfo (proc/meminfo is the idle base)
+    <root>/run/mem.json            {"used_bytes": N}: subtracted from the base's MemFree/MemAvailable
     <root>/sys/class/infiniband/<hca>/ports/1/counters/<name>, hw_counters/<name>
-                                   decimal + "\n", rewritten in place (port_xmit_data/rcv_data are
-                                   octets / 4, as in the kernel)
+                                   decimal + "\n", replaced atomically (port_xmit_data/rcv_data are
+                                   octets / 4, as in the kernel); while the port is not ACTIVE the data
+                                   counters stand still and local_ack_timeout_err/roce_adp_retrans rise
     <root>/docker/containers/<id>/ config.json, state.json (by the container shim), <id>-json.log,
                                    oom_killed (created by the engine just before it dies of OOM)
+
+Files that plain shell builtins read (`read < file`, globs) must hold the current value themselves:
+`proc/meminfo` is re-rendered (`cockpit.sim.tools._meminfo.refresh`: base, mem.json, `low-memory`) by
+every writer of an input (provisioning, the engine, the container shim, `faults.set_fault`); the `cat`
+and `head` stand-ins render the same text at read time.
 
 The container shim gives the engine `R37_SIM_ROOT` and `R37_SIM_CONTAINER_DIR` (= the container dir).
 Sysfs port state (`ports/1/state`, `phys_state`) and GID tables (`gids/N`, `gid_attrs/{types,ndevs}/N`;
@@ -107,6 +113,10 @@ def active_faults(root: Path) -> list[str]:
 
 def meminfo_path(root: Path) -> Path:
     return root / "proc" / "meminfo"
+
+
+def meminfo_base_path(root: Path) -> Path:
+    return root / "proc" / "meminfo.base"
 
 
 def infiniband_dir(root: Path) -> Path:

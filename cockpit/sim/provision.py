@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cockpit.sim import layout
-from cockpit.sim.tools import _fabric
+from cockpit.sim.tools import _fabric, _meminfo
 
 MEMINFO_BASE = (
     ("MemTotal", 127600748),
@@ -78,11 +78,9 @@ def _write_if_missing(path: Path, text: str) -> None:
 
 
 def meminfo_base_text() -> str:
-    from cockpit.sim.tools._meminfo import fmt
-
     rows = [(k, v, True) for k, v in MEMINFO_BASE] + [(k, v, False) for k, v in HUGEPAGES]
     rows += [(k, v, True) for k, v in HUGEPAGE_KB]
-    return fmt(rows)
+    return _meminfo.fmt(rows)
 
 
 def write_fabric_state(root: Path, spec: layout.HostSpec) -> None:
@@ -147,8 +145,9 @@ def provision_host(root: Path, spec: layout.HostSpec) -> None:
         srv = Path(spec.srv_dir) if spec.srv_dir and spec.srv_dir != "/srv" else layout.demo_srv_dir(root)
         for sub in ("models", "engram-local", "cache"):
             (srv / sub).mkdir(parents=True, exist_ok=True)
-    _write(layout.meminfo_path(root), meminfo_base_text())
+    _write(layout.meminfo_base_path(root), meminfo_base_text())
     _write_if_missing(layout.run_dir(root) / "mem.json", json.dumps({"used_bytes": 0}) + "\n")
+    _meminfo.refresh(root)
     _write_if_missing(
         layout.run_dir(root) / "gpu.json",
         json.dumps({"utilization": 0, "power_w": 4.1, "sm_clock_mhz": 208, "apps": []}) + "\n",

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
-from cockpit.sim import layout
+from cockpit.sim import layout, provision
+from cockpit.sim.engine.hostio import HostIO
 from cockpit.sim.faults import DESCRIPTIONS, set_fault
 from cockpit.sim.hub import build_hub
 from cockpit.sim.provision import provision_host
@@ -134,11 +139,74 @@ def test_nvidia_smi_loop_and_errors(host: ToolHost) -> None:
         "nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader -lms 20 | head -n 3", check=True
     )
     assert r.stdout == "0 %\n0 %\n0 %\n" and r.stderr == ""
+    r = host.sh("nvidia-smi --query-gpu=utilization.gpu --format=csv -lms 20 | head -n 3", check=True)
+    assert r.stdout == "utilization.gpu [%]\n0 %\n0 %\n"  # the header once, as the real tool
     bad = host.sh("nvidia-smi --query-gpu=bogus --format=csv")
     assert bad.returncode == 2 and 'Field "bogus" is not a valid field to query.' in bad.stdout
     host.fault("no-gpu")
     r = host.sh("nvidia-smi")
     assert r.returncode == 9 and r.stdout.startswith("NVIDIA-SMI has failed because it couldn't communicate")
+
+
+STATS_GPU_QUERY = (
+    "timestamp,index,name,utilization.gpu,clocks.sm,clocks.max.sm,power.draw,temperature.gpu,pstate,"
+    "memory.total,memory.used"
+)
+
+
+def test_nvidia_smi_timestamp_field(host: ToolHost) -> None:
+    q = f"nvidia-smi --query-gpu={STATS_GPU_QUERY}"
+    head = host.sh(f"{q} --format=csv", check=True).stdout.splitlines()[0]
+    assert head.startswith("timestamp, index, name, utilization.gpu [%], clocks.current.sm [MHz]")
+    before = time.time()
+    out = host.sh(f"{q} --format=csv,noheader,nounits", check=True).stdout
+    stamp, *rest = out.rstrip("\n").split(", ")
+    assert re.fullmatch(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}", stamp), stamp
+    when = time.mktime(time.strptime(stamp[:19], "%Y/%m/%d %H:%M:%S")) + int(stamp[20:]) / 1000
+    assert before - 1 <= when <= time.time() + 1
+    assert rest == ["0", "NVIDIA GB10", "0", "208", "3003", "4.10", rest[6], "P8", "[N/A]", "[N/A]"]
+    assert rest[6].isdigit()
+
+
+def _lines(stream: IO[str], into: queue.Queue[str]) -> None:
+    for line in stream:
+        into.put(line)
+
+
+def _next(lines: queue.Queue[str], timeout: float = 5.0) -> str:
+    return lines.get(timeout=timeout)
+
+
+def test_nvidia_smi_compute_apps_loop_follows_gpu_json(host: ToolHost) -> None:
+    gpu = host.root / "run" / "gpu.json"
+
+    def apps(*pids: int) -> None:
+        gpu.write_text(json.dumps({"utilization": 50, "power_w": 40.0, "sm_clock_mhz": 2000,
+                                   "apps": [{"pid": p, "used_mib": 1000 + p} for p in pids]}))
+
+    proc = subprocess.Popen(
+        ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits",
+         "-lms", "40"],
+        env=host.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        time.sleep(0.3)
+        assert lines.empty()  # no process: rounds print nothing
+        apps(11, 22)
+        block = [_next(lines), _next(lines)]
+        assert block == ["11, python3, 1011\n", "22, python3, 1022\n"]
+        apps()
+        time.sleep(0.2)
+        while not lines.empty():  # drain rounds that ran before the change
+            assert _next(lines) in block
+        apps(33)
+        assert _next(lines) == "33, python3, 1033\n"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=5)
+    assert proc.returncode == -15 and err == ""
 
 
 # --- RDMA -------------------------------------------------------------------------------------
@@ -224,6 +292,34 @@ def test_meminfo_is_dynamic(host: ToolHost) -> None:
     host.fault("low-memory")
     assert _meminfo(host)["MemAvailable"] <= 40 * 2**20
     assert host.sh("head -n 3 /proc/meminfo").stdout.splitlines()[0] == "MemTotal:       127600748 kB"
+
+
+def test_meminfo_file_itself_is_live(host: ToolHost) -> None:
+    """Builtins read <root>/proc/meminfo directly: it follows mem.json and low-memory like `cat` does."""
+    live = layout.meminfo_path(host.root)
+    builtin = ('while read -r k v _; do if [[ $k == MemAvailable: ]]; then printf "%s\\n" "$v"; fi; done'
+               ' < "$R37_SIM_ROOT/proc/meminfo"')
+
+    def available() -> int:
+        text = live.read_text()
+        assert host.sh("cat /proc/meminfo", check=True).stdout == text
+        assert int(host.sh(builtin, check=True).stdout) == int(text.split("MemAvailable:")[1].split()[0])
+        return int(text.split("MemAvailable:")[1].split()[0])
+
+    assert layout.meminfo_base_path(host.root).read_text() == provision.meminfo_base_text()
+    idle = available()
+    io = HostIO(host.root, host.spec.ib_hca)
+    io.set_memory(90 * 2**30)
+    assert available() == idle - 90 * 2**20
+    host.fault("low-memory", params={"available_gib": 12})
+    assert available() == 12 * 2**20
+    host.fault("low-memory", on=False)
+    assert available() == idle - 90 * 2**20
+    io.cleanup()
+    assert available() == idle
+    io.set_memory(2**30)
+    provision_host(host.root, host.spec)  # re-provisioning renders the live text again, not the base
+    assert available() == idle - 2**20
 
 
 def test_cat_and_head_delegate_everything_else(host: ToolHost, tmp_path: Path) -> None:

@@ -2,8 +2,12 @@
 
     <root>/run/mem.json     {"used_bytes": N}                         rising while loading, removed at exit
     <root>/run/gpu.json     {"utilization", "power_w", "sm_clock_mhz", "temperature_c", "apps": [...]}
+    <root>/proc/meminfo     re-rendered after every mem.json change (`_meminfo.refresh`)
     <root>/sys/class/infiniband/<hca>/ports/1/counters/{port_xmit_data,port_rcv_data,port_xmit_packets,
                                                         port_rcv_packets}   (data counters = bytes / 4)
+    <root>/sys/class/infiniband/<hca>/ports/1/hw_counters/{local_ack_timeout_err,roce_adp_retrans}
+                            while the port's `state` is not ACTIVE (rdma-port-down): +1 / +3 per call
+                            with traffic, and the data counters stand still
 
 All files are written atomically (temp file + rename). RDMA traffic is modelled as tensor-parallel
 all-reduce volume: BYTES_PER_TOKEN bytes sent and received per processed token (prompt or generated).
@@ -18,10 +22,13 @@ import random
 from pathlib import Path
 
 from cockpit.sim import layout
+from cockpit.sim.tools import _meminfo
 
 # hidden 7168 x 2 bytes (bf16) x 2 all-reduces per layer x 43 layers x ring factor 2(n-1)/n = 1.5
 BYTES_PER_TOKEN = 7168 * 2 * 2 * 43 * 3 // 2
 MTU = 4096
+# What a stalled RoCE QP does to mlx5's hw_counters per attempted transfer while its port is down.
+PORT_DOWN_ERRORS = (("local_ack_timeout_err", 1), ("roce_adp_retrans", 3))
 TOTAL_MEMORY = 128 * 10**9
 
 
@@ -30,6 +37,15 @@ def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+def _bump(path: Path, inc: int) -> None:
+    """Add inc to a decimal counter file (a missing or garbled one counts as 0)."""
+    try:
+        cur = int(path.read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        cur = 0
+    write_atomic(path, f"{cur + inc}\n")
 
 
 class HostIO:
@@ -46,6 +62,7 @@ class HostIO:
         self.used_bytes = used
         if self.root:
             write_atomic(layout.run_dir(self.root) / "mem.json", json.dumps({"used_bytes": used}))
+            _meminfo.refresh(self.root)
 
     # --- GPU ------------------------------------------------------------------------------------
     def set_gpu(self, load: float, slow: bool = False) -> None:
@@ -79,10 +96,26 @@ class HostIO:
         d = self.counters_dir()
         return d is not None and d.parent.parent.parent.is_dir()
 
+    def port_active(self) -> bool:
+        d = self.counters_dir()
+        if d is None:
+            return False
+        try:
+            return (d.parent / "state").read_text().strip().endswith("ACTIVE")
+        except OSError:
+            return False
+
     def add_traffic(self, nbytes: int) -> None:
-        """Move xmit and rcv counters by nbytes each (data counters count 4-byte words)."""
+        """Move xmit and rcv counters by nbytes each (data counters count 4-byte words).
+
+        A port that is not ACTIVE moves no data: its error counters rise instead.
+        """
         d = self.counters_dir()
         if d is None or nbytes <= 0 or not self.has_hca():
+            return
+        if not self.port_active():
+            for name, inc in PORT_DOWN_ERRORS:
+                _bump(d.parent / "hw_counters" / name, inc)
             return
         packets = -(-nbytes // MTU)
         for name, inc in (
@@ -91,12 +124,7 @@ class HostIO:
             ("port_xmit_packets", packets),
             ("port_rcv_packets", packets),
         ):
-            p = d / name
-            try:
-                cur = int(p.read_text().strip() or 0)
-            except (FileNotFoundError, ValueError):
-                cur = 0
-            write_atomic(p, f"{cur + inc}\n")
+            _bump(d / name, inc)
 
     def cleanup(self) -> None:
         if not self.root:
@@ -104,3 +132,4 @@ class HostIO:
         for name in ("mem.json", "gpu.json"):
             with contextlib.suppress(FileNotFoundError):
                 (layout.run_dir(self.root) / name).unlink()
+        _meminfo.refresh(self.root)

@@ -1,17 +1,23 @@
-"""Render the host's /proc/meminfo at read time: base state minus the engine's memory, plus faults.
+"""The host's /proc/meminfo: the idle base minus the engine's memory, plus faults.
 
-Base values live in `<root>/proc/meminfo` (written by `provision_host`); the engine writes
+The idle base lives in `<root>/proc/meminfo.base` (written by `provision_host`); the engine writes
 `<root>/run/mem.json` = {"used_bytes": N}; the `low-memory` fault caps MemAvailable (default 40 GiB,
-param {"available_gib": X}).
+param {"available_gib": X}). `render` computes the text; `refresh` writes it to `<root>/proc/meminfo`
+(atomically), so a reader without the stand-ins (bash `read`) sees the same thing as `cat`. Every writer
+of an input calls `refresh` after changing it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 
 from cockpit.sim.tools import _host
 
 LOW_MEMORY_GIB = 40
+BASE_NAME = "meminfo.base"
+LIVE_NAME = "meminfo"
 
 
 def parse(text: str) -> list[tuple[str, int, bool]]:
@@ -36,7 +42,7 @@ def fmt(rows: list[tuple[str, int, bool]]) -> str:
 
 def render(root: str | None = None) -> str:
     root = root or _host.root()
-    with open(os.path.join(root, "proc", "meminfo")) as f:
+    with open(os.path.join(root, "proc", BASE_NAME)) as f:
         rows = parse(f.read())
     values = {k: v for k, v, _ in rows}
     mem = _host.read_json(os.path.join(root, "run", "mem.json"), {})
@@ -60,3 +66,17 @@ def render(root: str | None = None) -> str:
         new["MemFree"] = max(floor, new["MemFree"] - taken)
         new["AnonPages"] = min(total, new["AnonPages"] + taken)
     return fmt([(k, new[k], kb) for k, _, kb in rows])
+
+
+def refresh(root: str | os.PathLike[str]) -> None:
+    """Rewrite `<root>/proc/meminfo` from the current inputs (no-op before provisioning wrote the base).
+
+    A lock serialises render + replace, so two writers never leave a text rendered from stale inputs.
+    """
+    proc = os.path.join(os.fspath(root), "proc")
+    if not os.path.exists(os.path.join(proc, BASE_NAME)):
+        return
+    with open(os.path.join(proc, ".meminfo.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError):
+            _host.write_atomic(os.path.join(proc, LIVE_NAME), render(os.fspath(root)))

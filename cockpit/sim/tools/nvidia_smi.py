@@ -5,6 +5,9 @@ Readings come from `<root>/run/gpu.json` (written by the engine): {"utilization"
 0 %, ~4 W, P8, SM clock 208 MHz. The maximum SM clock reported is 3003 MHz (`clocks.max.sm`).
 Faults: `no-gpu` (driver unreachable, exit 9), `slow-clocks` (SM clock latched at 900 MHz or
 {"mhz": N}). Memory fields are `Not Supported` / `[N/A]` as on real GB10 (unified memory).
+`-l S` / `-lms MS` repeat the output every interval, re-reading gpu.json each round: CSV queries print
+their header once and then one block of rows per round (`--query-compute-apps` with no process prints
+nothing), flushed each round; SIGPIPE/SIGTERM end the loop silently.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ WIDE = "+-----------------------------------------------------------------------
 
 # field -> (header, unit shown in the header, value function key)
 GPU_FIELDS = {
+    "timestamp": ("timestamp", ""),
     "index": ("index", ""),
     "name": ("name", ""),
     "gpu_name": ("name", ""),
@@ -85,7 +89,14 @@ def readings() -> dict:
         r["sm_clock_mhz"] = int(_host.fault_params("slow-clocks").get("mhz", SLOW_CLOCK_MHZ))
     r.setdefault("temperature_c", 36 + util * 0.3 + float(r["power_w"]) * 0.05)
     r["pstate"] = "P0" if util > 0 or r["apps"] else "P8"
+    r["timestamp"] = timestamp()
     return r
+
+
+def timestamp(now: float | None = None) -> str:
+    """Local time as the real tool prints it: 2026/12/01 18:20:01.123."""
+    now = time.time() if now is None else now
+    return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
 
 
 def uuid() -> str:
@@ -101,6 +112,7 @@ def gpu_value(field: str, r: dict, units: bool) -> str:
         return f"{v} {unit}" if units else str(v)
 
     return {
+        "timestamp": str(r["timestamp"]),
         "index": "0",
         "name": NAME,
         "gpu_name": NAME,
@@ -234,9 +246,10 @@ def _parse(args: list[str]) -> dict:
     return opts
 
 
-def render(opts: dict) -> str:
+def render(opts: dict, first: bool = True) -> str:
+    """One round of output; in a loop (`first` False after the first round) the CSV header is not repeated."""
     fmt = {p.strip() for p in opts["format"].split(",")}
-    header, units = "noheader" not in fmt, "nounits" not in fmt
+    header, units = "noheader" not in fmt and first, "nounits" not in fmt
     if opts["list"]:
         return f"GPU 0: {NAME} (UUID: {uuid()})\n"
     if opts["gpu"] is not None:
@@ -275,12 +288,17 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.write("Missing --format=csv option.\n")
                 return 2
     out = sys.stdout
+    first = True
+    due = time.monotonic()
     while True:
-        out.write(render(opts))
+        out.write(render(opts, first))  # an empty round (no compute apps) prints nothing
         out.flush()
         if opts["loop_s"] is None:
             return 0
-        time.sleep(opts["loop_s"])
+        first = False
+        # Rounds keep to the interval's grid (no drift); a round that overran starts the next at once.
+        due = max(due + opts["loop_s"], time.monotonic())
+        time.sleep(max(0.0, due - time.monotonic()))
 
 
 if __name__ == "__main__":
