@@ -34,14 +34,15 @@ from cockpit.config.models import (
     RuntimeSection,
     ServingSection,
     SSHSection,
+    StatsSection,
     UISection,
 )
-from cockpit.config.validators import SSH_CIPHERS, host_path
+from cockpit.config.validators import SSH_CIPHERS, host_path, split_listen
 
 __all__ = [
     "MAX_FILE_BYTES", "MAX_HOSTS", "SSH_CIPHERS", "BudgetSection", "ClusterConfig", "ClusterSection",
     "ConfigError", "EngineSection", "HostEntry", "ModelSection", "PathsSection", "RuntimeSection",
-    "SSHSection", "ServingSection", "UISection", "config_from_data", "discover_config", "dump_config",
-    "host_path", "load_config", "parse_config", "problems_from", "read_text_file", "toml_key",
-    "toml_string", "toml_value",
+    "SSHSection", "ServingSection", "StatsSection", "UISection", "config_from_data", "discover_config",
+    "dump_config", "host_path", "load_config", "parse_config", "problems_from", "read_text_file",
+    "split_listen", "toml_key", "toml_string", "toml_value",
 ]

@@ -32,6 +32,7 @@ from cockpit.config.validators import (
     interface_name,
     ip_text,
     keymap_rules,
+    listen_address,
     login_name,
     normal_path,
     repo_id,
@@ -128,6 +129,16 @@ class EngineSection(Strict):
     read_timeout_s: Annotated[float, float_range(1, None, "seconds")] = 600.0
 
 
+class StatsSection(Strict):
+    """The Stats pane, `r37-cockpit stats` and its Prometheus endpoint."""
+
+    interval_s: Annotated[float, float_range(0.2, 60, "seconds")] = 1.0
+    # `stats` serves what it samples in Prometheus text format here (loopback unless you say otherwise)
+    serve_metrics: Annotated[str, AfterValidator(listen_address)] | None = None
+    min_available_gib: Annotated[float, float_range(0, None, "GiB", lo_open=False)] = 5.0  # operators' guard
+    kv_cache_alert_pct: Annotated[float, float_range(0, 100, "percent")] = 95.0
+
+
 class HostEntry(Strict):
     rank: Annotated[int, int_range(0, None, "rank")]
     ssh: Annotated[str, AfterValidator(ssh_target)]
@@ -160,6 +171,7 @@ class ClusterConfig(Strict):
     ssh: SSHSection = Field(default_factory=SSHSection)
     ui: UISection = Field(default_factory=UISection)
     engine: EngineSection = Field(default_factory=EngineSection)
+    stats: StatsSection = Field(default_factory=StatsSection)
     hosts: list[HostEntry]
 
     @model_validator(mode="after")

@@ -244,6 +244,28 @@ def ip_text(value: str) -> str:
     return str(addr)
 
 
+def split_listen(value: str) -> tuple[str, int]:
+    """`HOST:PORT` (`[V6]:PORT` for IPv6) as (host, port); ValueError with the reason when it is not."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"{shown(value)} is not HOST:PORT (e.g. 127.0.0.1:9337)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{shown(value)}: the port must be a number from 1 to 65535")
+    try:
+        host = str(ipaddress.ip_address(host))
+    except ValueError:
+        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", host):
+            raise ValueError(f"{shown(value)}: {shown(host)} is not an IP address or host name") from None
+    return host, int(port)
+
+
+def listen_address(value: str) -> str:
+    split_listen(value)
+    return value
+
+
 def ssh_target(value: str) -> str:
     """A hostname, an IP address or an ssh_config alias; user and port go in their own keys."""
     if not value:

@@ -2,7 +2,7 @@
 
 from cockpit.hosts.fleet import Fleet
 from cockpit.hosts.host import Host
-from cockpit.hosts.shell import ShellCommand, command, every, read_files, sequence, tcp_probe
+from cockpit.hosts.shell import ShellCommand, command, every, read_files, sequence, stats_sampler, tcp_probe
 from cockpit.hosts.state import (
     CommandRecord,
     CommandTimeout,
@@ -14,5 +14,5 @@ from cockpit.hosts.state import (
 
 __all__ = [
     "CommandRecord", "CommandTimeout", "Fleet", "Host", "HostState", "HostStatus", "HostUnavailable",
-    "Result", "ShellCommand", "command", "every", "read_files", "sequence", "tcp_probe",
+    "Result", "ShellCommand", "command", "every", "read_files", "sequence", "stats_sampler", "tcp_probe",
 ]

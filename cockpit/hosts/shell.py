@@ -169,3 +169,47 @@ def safetensors_headers(directory: str, *, limit: int, budget: int) -> ShellComm
         f"&& [ $((t + h)) -le {int(budget)} ]; then t=$((t + h)); "
         "od -An -v -tx1 -j8 -N\"$h\" -- \"$f\" | tr -d ' \\n'; fi; echo; done )"
     )
+
+
+SYSROOT_VAR = "R37_SIM_ROOT"   # unset on a real host: the sampler reads /proc and /sys themselves
+
+
+def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequence[str],
+                  hcas: Sequence[str], port: int = 1) -> ShellCommand:
+    """One long-lived channel of a host's readings, started once: after start-up no process is forked.
+
+    `nvidia-smi --query-gpu=… -lms` and `nvidia-smi --query-compute-apps=… -lms` loop in the background
+    (their lines prefixed `G ` and `A `, and `X gpu STATUS` / `X app STATUS` when one ends). The
+    foreground loop uses bash builtins only (`read`, `printf`, globs, `read -t` on a pipe nobody writes as
+    its sleep): each round prints `T EPOCHREALTIME`, every `/proc/meminfo` line as `M LINE`, one
+    `F PATH<TAB>VALUE` per port file of every HCA (its state, the two data counters, every hw_counter) and
+    `E`. Paths are read under `${R37_SIM_ROOT-}`, which only a simulated host sets.
+    """
+    if interval_s <= 0:
+        raise ValueError("interval must be positive")
+    ms = max(1, round(interval_s * 1000))
+    for hca in hcas:
+        if not _LABEL.match(hca) or "/" in hca or hca.startswith("."):
+            raise ValueError(f"bad HCA name: {hca!r}")
+
+    def smi(query: str, fields: Sequence[str], tag: str) -> str:
+        argv = shlex.join(["nvidia-smi", f"--query-{query}={','.join(fields)}",
+                           "--format=csv,noheader,nounits", "-lms", str(ms)])
+        return (f"{{ {argv} 2>&1 </dev/null | while IFS= read -r l; do printf '{tag} %s\\n' \"$l\"; done; "
+                f"printf 'X {tag} %s\\n' \"${{PIPESTATUS[0]}}\"; }} &")
+
+    ports = " ".join(shlex.quote(f"/sys/class/infiniband/{h}/ports/{int(port)}") for h in hcas)
+    loop = (
+        f"R=${{{SYSROOT_VAR}-}}; "
+        f"{smi('gpu', gpu_fields, 'G')} {smi('compute-apps', app_fields, 'A')} "
+        "exec 3<> <(:); "
+        "while :; do printf 'T %s\\n' \"$EPOCHREALTIME\"; "
+        "while IFS= read -r l; do printf 'M %s\\n' \"$l\"; done < \"$R/proc/meminfo\"; "
+        f"for p in {ports}; do "
+        "for f in \"$R$p/state\" \"$R$p/counters/port_xmit_data\" \"$R$p/counters/port_rcv_data\" "
+        "\"$R$p\"/hw_counters/*; do "
+        "if IFS= read -r v < \"$f\"; then printf 'F %s\\t%s\\n' \"${f#\"$R\"}\" \"$v\"; fi; "
+        "done 2>/dev/null; done; "
+        f"printf 'E\\n'; read -r -t {interval_s:g} -u 3; done"
+    )
+    return ShellCommand(f"exec bash -c {shlex.quote(loop)}")

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cockpit.telemetry.host_sample import parse_meminfo  # noqa: F401  (/proc/meminfo: one parser, the sampler's)
+
 UNAVAILABLE = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]"}
 
 
@@ -159,22 +161,6 @@ def parse_nvsmi_table(text: str) -> SmiTable:
                             "memory": na(m2.group(6)), "utilization": na(m2.group(7))})
             table.gpus.append(gpu)
     return table
-
-
-# ---- /proc/meminfo -----------------------------------------------------------------------------------
-
-
-def parse_meminfo(text: str) -> dict[str, int]:
-    """/proc/meminfo as bytes (values with a `kB` unit × 1024; counts like HugePages_Total kept as is)."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        key, sep, rest = line.partition(":")
-        parts = rest.split()
-        value = uint(parts[0]) if sep and parts else None
-        if value is None:
-            continue
-        out[key.strip()] = value * 1024 if len(parts) > 1 and parts[1].lower() == "kb" else value
-    return out
 
 
 # ---- df -P -B1 ---------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from cockpit import constants as C
 from cockpit.api import readiness
 from cockpit.api.client import ApiClient
-from cockpit.api.liveness import EngineSample, HangTracker, read_sample
+from cockpit.api.liveness import EngineSample, HangTracker, parse_sample, read_metrics_text
 from cockpit.api.status import ApiStatus
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, every
@@ -38,6 +38,7 @@ NO_ENGINE = ApiStatus("down", "rank 0 has no running ds41_r37 container",
                       "launch the cluster (pane 4, or `r37-cockpit launch`)", checked_at=0.0)
 
 Listener = Callable[[LaunchEvent], None]
+MetricsListener = Callable[[str, float], None]     # (rank 0's /metrics text, time.time() it was read)
 
 
 class ClusterWatcher:
@@ -65,11 +66,20 @@ class ClusterWatcher:
         self._tail_read: set[int] = set()           # ranks whose current log has been read up to now
         self._api_probed = False
         self._last_sample: EngineSample | None = None
+        self._metrics_listeners: list[MetricsListener] = []
+        self.metrics_every = API_EVERY             # seconds between /metrics reads while the API is ready
+        self._client: ApiClient | None = None
 
     # ---- life ------------------------------------------------------------------------------------------
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
+
+    def subscribe_metrics(self, listener: MetricsListener, every: float) -> None:
+        """Hand every /metrics text the liveness probe reads to `listener` too (one fetch for both), and
+        read it every `every` seconds (readiness is still probed every API_EVERY)."""
+        self._metrics_listeners.append(listener)
+        self.metrics_every = min(self.metrics_every, every)
 
     def start(self) -> None:
         if self._tasks:
@@ -88,6 +98,10 @@ class ClusterWatcher:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks, self._followers = [], {}
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.aclose()
+            self._client = None
 
     async def __aenter__(self) -> ClusterWatcher:
         self.start()
@@ -264,9 +278,15 @@ class ClusterWatcher:
     # ---- the API and the engine's liveness --------------------------------------------------------------
 
     async def _api_loop(self) -> None:
+        next_probe = 0.0
         while True:
-            await self.probe()
-            await asyncio.sleep(API_EVERY)
+            now, api = time.monotonic(), self.timeline.api
+            if now >= next_probe or api is None or not api.ready or not api.url:
+                await self.probe()
+                next_probe = now + API_EVERY
+            else:
+                self.apply(await self._read_metrics(api.url))
+            await asyncio.sleep(self.metrics_every)
 
     async def probe(self) -> None:
         """One readiness probe (and a /metrics sample when ready). Rank 0's container exited, failed or
@@ -288,10 +308,25 @@ class ClusterWatcher:
             at = head.spans[-1].start     # found serving: it has been since its last boot line, not "now"
         events = self.timeline.mark_api(ready, at)
         if ready.ready and ready.url:
-            with contextlib.suppress(Exception):
-                async with ApiClient(ready.url, connect_timeout=5, read_timeout=5) as client:
-                    sample = await read_sample(client)
-                events += self.timeline.mark_liveness(self.hang.feed(sample))
-                self._note_flat(sample)
+            events += await self._read_metrics(ready.url)
         self._api_probed = True
         self.apply(events)
+
+    async def _read_metrics(self, url: str) -> list[LaunchEvent]:
+        """One /metrics read over a kept connection: the liveness series, then every metrics listener."""
+        if self._client is None or self._client.base_url != url.rstrip("/"):
+            if self._client is not None:
+                with contextlib.suppress(Exception):
+                    await self._client.aclose()
+            self._client = ApiClient(url, connect_timeout=5, read_timeout=5)
+        try:
+            text = await read_metrics_text(self._client)
+        except Exception:   # unreadable now: the next readiness probe says how the API is
+            return []
+        at = time.time()
+        sample = parse_sample(text, time.monotonic())
+        events = self.timeline.mark_liveness(self.hang.feed(sample))
+        self._note_flat(sample)
+        for listener in list(self._metrics_listeners):
+            listener(text, at)
+        return events

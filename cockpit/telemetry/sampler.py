@@ -1,0 +1,159 @@
+"""Sample every rank's GPU, memory and RDMA ports into the `ClusterStats` model.
+
+Per host one long-lived channel (`hosts.stats_sampler`): started when the host connects, started again
+after a reconnect or when one of its nvidia-smi loops ended (after TOOL_RETRY_S), never a new SSH exec
+per sample. `starts` counts the channels started per rank (the benchmark's remote-process figure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from cockpit.config import ClusterConfig
+from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, stats_sampler
+from cockpit.telemetry.cluster_stats import MIB, ClusterStats, MemoryStats
+from cockpit.telemetry.gpu import GpuParseError, GpuReading
+from cockpit.telemetry.host_sample import (
+    APP_FIELDS,
+    GPU_FIELDS,
+    GpuApp,
+    HostRound,
+    PortCounters,
+    SamplerReader,
+    ToolExit,
+)
+from cockpit.telemetry.rdma import port_stats
+
+RETRY_S = 1.0                 # after the channel ended or the host was lost
+TOOL_RETRY_S = 10.0           # after an nvidia-smi loop ended (a driver that came back is seen again)
+APP_GONE_ROUNDS = 2.5         # a compute process not listed for this many intervals has gone
+MAX_APPS = 64
+
+
+def memory_of(meminfo: dict[str, int], gpu: GpuReading | None, apps: tuple[GpuApp, ...]) -> MemoryStats:
+    """Unified memory unless the GPU reports its own (a discrete GPU: memory.total is a number)."""
+    kind = gpu.memory_kind if gpu is not None else None
+    used = [a.used_mib for a in apps if a.used_mib is not None]
+    return MemoryStats(kind=kind, total_bytes=meminfo.get("MemTotal"),
+                       available_bytes=meminfo.get("MemAvailable"),
+                       engine_bytes=sum(used) * MIB if used else None,
+                       gpu_total_mib=gpu.mem_total_mib if gpu and kind == "discrete" else None,
+                       gpu_used_mib=gpu.mem_used_mib if gpu and kind == "discrete" else None)
+
+
+class _RankSampler:
+    """The reading state of one rank's channel."""
+
+    def __init__(self, rank: int, stats: ClusterStats) -> None:
+        self.rank = rank
+        self.stats = stats
+        self.reader = SamplerReader()
+        self.apps: dict[int, tuple[GpuApp, float]] = {}
+        self.meminfo: dict[str, int] = {}
+        self.prev_ports: dict[tuple[str, int], PortCounters] = {}
+        self.prev_round: float | None = None
+        self.tool_ended: float | None = None
+
+    def reset(self) -> None:
+        """A new channel: rates start again from its first round."""
+        self.reader = SamplerReader()
+        self.prev_ports, self.prev_round, self.tool_ended = {}, None, None
+
+    def feed(self, line: str) -> bool:
+        """One channel line; True when it ended a round (a history point was recorded)."""
+        event = self.reader.feed(line)
+        if event is None:
+            return False
+        now = time.time()
+        if isinstance(event, GpuReading):
+            self.stats.update(self.rank, gpu=event, gpu_at=now, error=None, sampler="sampling")
+        elif isinstance(event, GpuParseError):
+            self.stats.update(self.rank, error=f"nvidia-smi: {event.reason}")
+        elif isinstance(event, GpuApp):
+            if len(self.apps) < MAX_APPS or event.pid in self.apps:
+                self.apps[event.pid] = (event, now)
+        elif isinstance(event, ToolExit):
+            said = f": {event.said}" if event.said else ""
+            self.stats.update(self.rank, error=f"nvidia-smi ended (exit {event.status}){said}")
+            self.tool_ended = self.tool_ended or now
+        elif isinstance(event, HostRound):
+            self._round(event, now)
+            return True
+        return False
+
+    def _round(self, rnd: HostRound, now: float) -> None:
+        gone = now - APP_GONE_ROUNDS * self.stats.interval_s
+        self.apps = {pid: (a, t) for pid, (a, t) in self.apps.items() if t >= gone}
+        apps = tuple(sorted((a for a, _ in self.apps.values()), key=lambda a: a.pid))
+        dt = rnd.at - self.prev_round if self.prev_round is not None else 0.0
+        ports = tuple(port_stats(p, self.prev_ports.get((p.hca, p.port)), dt) for p in rnd.ports)
+        self.prev_ports = {(p.hca, p.port): p for p in rnd.ports}
+        self.prev_round = rnd.at
+        cur = self.stats.ranks[self.rank]
+        gpu = cur.gpu if cur.gpu_at is not None and now - cur.gpu_at < 3 * self.stats.interval_s + 3 else None
+        self.stats.update(self.rank, apps=apps, memory=memory_of(rnd.meminfo, gpu, apps), ports=ports,
+                          round_at=now, sampler="sampling")
+        self.stats.record(self.rank, now)
+
+
+class StatsSampler:
+    """Keep one sampler channel per host running until closed; `stats` is always current."""
+
+    def __init__(self, fleet: Fleet, cfg: ClusterConfig, stats: ClusterStats, *,
+                 on_round: Callable[[int], None] | None = None) -> None:
+        self.fleet = fleet
+        self.cfg = cfg
+        self.stats = stats
+        self.on_round = on_round
+        self.starts: dict[int, int] = dict.fromkeys(cfg.ranks, 0)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def command(self, rank: int) -> str:
+        """The exact shell line of `rank`'s channel (what the operator is shown)."""
+        return stats_sampler(self.stats.interval_s, GPU_FIELDS, APP_FIELDS, self.cfg.host(rank).ib_hca).line
+
+    def start(self) -> None:
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._run(r), name=f"stats-{r}") for r in self.cfg.ranks]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+
+    async def __aenter__(self) -> StatsSampler:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self, rank: int) -> None:
+        host = self.fleet[rank]
+        state = _RankSampler(rank, self.stats)
+        cmd = stats_sampler(self.stats.interval_s, GPU_FIELDS, APP_FIELDS, self.cfg.host(rank).ib_hca)
+        while True:
+            if not host.status.connected:
+                self.stats.update(rank, sampler="host down" if host.status.down else "starting",
+                                  error=host.status.error)
+                await host.wait_connected()
+            state.reset()
+            self.starts[rank] += 1
+            try:
+                async for line in host.stream(cmd, merge_stderr=False):
+                    if state.feed(line) and self.on_round is not None:
+                        self.on_round(rank)
+                    if state.tool_ended is not None and time.time() - state.tool_ended >= TOOL_RETRY_S:
+                        break                    # try nvidia-smi again on a new channel
+                else:
+                    if self.stats.ranks[rank].sampler == "sampling":
+                        self.stats.update(rank, sampler="failed", error="the sampler channel ended")
+            except (HostUnavailable, CommandTimeout) as exc:
+                self.stats.update(rank, sampler="host down", error=str(exc))
+            await asyncio.sleep(RETRY_S)
