@@ -160,6 +160,21 @@ async def test_hang_alerts_the_engine(serving: SimCluster) -> None:
             load.wait()
 
 
+async def test_a_lost_host_goes_stale_and_its_channel_starts_again(serving: SimCluster) -> None:
+    async with _monitor(serving) as mon:
+        set_fault(serving.root(1), "host-down", True)
+        try:
+            await _until(mon, lambda: mon.stats.ranks[1].stale(INTERVAL), 30, "stale")
+            assert not mon.stats.ranks[0].stale(INTERVAL)
+            await _until(mon, lambda: mon.stats.ranks[1].sampler == "host down", 30, "host down")
+            # silent while its connection still looks up, then down: the Hosts pane's news, no alert
+            await _until(mon, lambda: ("no-readings", 1) not in _alerts(mon), 5, "host down is no alert")
+        finally:
+            set_fault(serving.root(1), "host-down", False)
+        await _until(mon, lambda: not mon.stats.ranks[1].stale(INTERVAL), 60, "back")
+        assert mon.sampler.starts[1] == 2 and mon.sampler.starts[0] == 1
+
+
 async def test_crash_after_ready_alerts_the_dead_rank_and_a_stop_clears_it(serving: SimCluster) -> None:
     async with _monitor(serving) as mon:
         set_fault(serving.root(0), "crash-after-ready", True)
