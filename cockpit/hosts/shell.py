@@ -171,6 +171,7 @@ def safetensors_headers(directory: str, *, limit: int, budget: int) -> ShellComm
     )
 
 
+MEMINFO_KEYS = ("MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached", "SwapTotal", "SwapFree")
 SYSROOT_VAR = "R37_SIM_ROOT"   # unset on a real host: the sampler reads /proc and /sys themselves
 
 
@@ -179,11 +180,11 @@ def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequ
     """One long-lived channel of a host's readings, started once: after start-up no process is forked.
 
     `nvidia-smi --query-gpu=… -lms` and `nvidia-smi --query-compute-apps=… -lms` loop in the background
-    (their lines prefixed `G ` and `A `, and `X gpu STATUS` / `X app STATUS` when one ends). The
-    foreground loop uses bash builtins only (`read`, `printf`, globs, `read -t` on a pipe nobody writes as
-    its sleep): each round prints `T EPOCHREALTIME`, every `/proc/meminfo` line as `M LINE`, one
-    `F PATH<TAB>VALUE` per port file of every HCA (its state, the two data counters, every hw_counter) and
-    `E`. Paths are read under `${R37_SIM_ROOT-}`, which only a simulated host sets.
+    (their lines prefixed `G ` and `A `, and `X G STATUS` / `X A STATUS` when one ends). The foreground
+    loop uses bash builtins only (`read`, `printf`, `case`, globs, `read -t` on a pipe nobody writes as its
+    sleep): each round prints `T EPOCHREALTIME`, the `/proc/meminfo` lines of MEMINFO_KEYS as `M LINE`,
+    one `F PATH<TAB>VALUE` per port file of every HCA (its state, the two data counters, every hw_counter)
+    and `E`. Paths are read under `${R37_SIM_ROOT-}`, which only a simulated host sets.
     """
     if interval_s <= 0:
         raise ValueError("interval must be positive")
@@ -204,7 +205,8 @@ def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequ
         f"{smi('gpu', gpu_fields, 'G')} {smi('compute-apps', app_fields, 'A')} "
         "exec 3<> <(:); "
         "while :; do printf 'T %s\\n' \"$EPOCHREALTIME\"; "
-        "while IFS= read -r l; do printf 'M %s\\n' \"$l\"; done < \"$R/proc/meminfo\"; "
+        "while IFS= read -r l; do case $l in " + "|".join(f"{k}:*" for k in MEMINFO_KEYS)
+        + ") printf 'M %s\\n' \"$l\";; esac; done < \"$R/proc/meminfo\"; "
         f"for p in {ports}; do "
         "for f in \"$R$p/state\" \"$R$p/counters/port_xmit_data\" \"$R$p/counters/port_rcv_data\" "
         "\"$R$p\"/hw_counters/*; do "
