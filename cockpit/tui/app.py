@@ -31,7 +31,7 @@ from cockpit.tui.context import CockpitContext
 from cockpit.tui.dialogs import Confirm, KeyMapScreen
 from cockpit.tui.header import ClusterHeader
 from cockpit.tui.keys import action_name, current_bindings
-from cockpit.tui.messages import ClusterChanged, HostStatusChanged
+from cockpit.tui.messages import ClusterChanged, HostStatusChanged, StatsChanged
 from cockpit.tui.pane import Pane
 from cockpit.tui.panes.chat import ChatPane
 from cockpit.tui.panes.hosts import HostsPane
@@ -39,6 +39,7 @@ from cockpit.tui.panes.launch import LaunchPane
 from cockpit.tui.panes.logs import LogsPane
 from cockpit.tui.panes.preflight import PreflightPane
 from cockpit.tui.panes.setup import SetupPane
+from cockpit.tui.panes.stats import StatsPane
 from cockpit.tui.themes import DEFAULT_THEME, ThemeSet, load_themes
 
 # (id, pane class) in number-key order: key N shows the N-th pane.
@@ -48,6 +49,7 @@ PANES: tuple[tuple[str, type[Pane]], ...] = (
     ("setup", SetupPane),
     ("launch", LaunchPane),
     ("logs", LogsPane),
+    ("stats", StatsPane),
     ("chat", ChatPane),
 )
 WORKER_REMEDY = ("the pane is usable again: press its key to retry; if it fails again, run `{headless}` "
@@ -106,6 +108,8 @@ class CockpitApp(App[None]):
             self.fleet.start()
             self.ctx.watcher.subscribe(self._post_cluster_event)
             self.ctx.watcher.start()
+            self.ctx.monitor.subscribe(self._post_stats)
+            self.ctx.monitor.start()
         self.set_interval(1.0, self._tick)
         self.call_after_refresh(self._freeze_startup_objects)
 
@@ -115,6 +119,9 @@ class CockpitApp(App[None]):
     def _post_cluster_event(self, event: object) -> None:
         self.post_message(ClusterChanged(event))
 
+    def _post_stats(self) -> None:
+        self.post_message(StatsChanged())
+
     def _freeze_startup_objects(self) -> None:
         """Widgets and modules live as long as the app: keep them out of full GC passes, which otherwise
         stall the UI ~90 ms every second or so under a log flood (bench/perf/logs.py --gc-freeze)."""
@@ -122,6 +129,7 @@ class CockpitApp(App[None]):
         gc.freeze()
 
     async def on_unmount(self) -> None:
+        await self.ctx.monitor.close()
         await self.ctx.watcher.close()
         await self.fleet.close()
 
@@ -157,6 +165,12 @@ class CockpitApp(App[None]):
                 chat.api_changed()
         self.refresh_header()
 
+    def on_stats_changed(self, message: StatsChanged) -> None:
+        """The monitor judged again: the header (alert count) always, the Stats pane when shown."""
+        for pane in self.query(StatsPane):
+            pane.stats_changed()
+        self.refresh_header()
+
     def on_host_status_changed(self, message: HostStatusChanged) -> None:
         self.show_status(message.status)
 
@@ -182,7 +196,8 @@ class CockpitApp(App[None]):
 
     def refresh_header(self) -> None:
         self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses,
-                                           self.ctx.watcher.timeline, self.ctx.watcher.looked())
+                                           self.ctx.watcher.timeline, self.ctx.watcher.looked(),
+                                           self.ctx.monitor.stats.alerts)
 
     # ---- quitting -------------------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""What every pane gets: the config, the fleet, the live model of the cluster, and the last preflight."""
+"""What every pane gets: the config, the fleet, the live model of the cluster, the stats monitor, and the
+last preflight."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.recipe.checks import CheckResult, Verdict
+from cockpit.recipe.monitor import StatsMonitor
 from cockpit.recipe.watch import ClusterWatcher
 
 PREFLIGHT_FRESH_S = 300.0     # a launch re-runs preflight when its last result is older than this
@@ -45,11 +47,13 @@ class CockpitContext:
     api_url: str | None = None          # --api-url: an authenticated gateway instead of the SSH tunnel
     read_only: bool = False             # hides every host-changing action
     watcher: ClusterWatcher = field(init=False)
+    monitor: StatsMonitor = field(init=False)    # the Stats model (`monitor.stats`), fed by the watcher too
     preflight: PreflightSummary | None = None
     setup_finished_at: float | None = None   # the last setup job's end: a preflight before it is stale
 
     def __post_init__(self) -> None:
         self.watcher = ClusterWatcher(self.fleet, self.config, api_url=self.api_url)
+        self.monitor = StatsMonitor(self.fleet, self.config, self.watcher)
 
     def set_preflight(self, results: Sequence[CheckResult], *, running: bool) -> None:
         self.preflight = PreflightSummary(running, tuple(results), time.time())

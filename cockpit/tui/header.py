@@ -1,8 +1,8 @@
-"""The cockpit's top line: cluster name, host connections and the live model's verdict.
+"""The cockpit's top line: cluster name, host connections, the live model's verdict and the Stats alerts.
 
-It renders the core's model (host statuses, the cluster timeline's verdict and API status) and keeps no
-verdict of its own. On a narrow terminal it drops the words first ("r37-cockpit", "cluster", "hosts"),
-never the verdict.
+It renders the core's models (host statuses, the cluster timeline's verdict and API status, the count of
+active stats alerts) and keeps no verdict of its own. On a narrow terminal it drops the words first
+("r37-cockpit", "cluster", "hosts"), never the verdict.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from textual.widget import Widget
 
 from cockpit.hosts.state import HostState, HostStatus
 from cockpit.recipe.timeline import ClusterTimeline
+from cockpit.telemetry.cluster_stats import Alert
 
 VERDICT_LABEL = {"idle": ("no model running", "muted"), "launching": ("launching", "warn.soft"),
                  "ready": ("READY ✔", "ok"), "hung": ("engine HUNG", "alarm"),
@@ -29,10 +30,20 @@ class HeaderModel:
     statuses: tuple[HostStatus, ...]
     model: ClusterTimeline | None
     looked: bool
+    alerts: tuple[Alert, ...] = ()
+
+
+def alerts_part(alerts: tuple[Alert, ...], compact: bool = False) -> Text:
+    """"⚠ 2 alerts" ("⚠ 2" compact): "fail" when any alert fails, "warn" when all only warn; empty: none."""
+    if not alerts:
+        return Text()
+    role = "fail" if any(a.severity == "fail" for a in alerts) else "warn"
+    n = len(alerts)
+    return Text(f"⚠ {n}" if compact else f"⚠ {n} alert{'s' if n != 1 else ''}", style=role)
 
 
 def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
-                looked: bool = True, *, compact: bool = False) -> Text:
+                looked: bool = True, *, compact: bool = False, alerts: tuple[Alert, ...] = ()) -> Text:
     up = sum(s.state is HostState.CONNECTED for s in statuses)
     total = len(statuses)
     bad = [s for s in statuses if s.down]
@@ -50,7 +61,7 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
         word = "rank" if len(bad) == 1 else "ranks"
         text.append(f" · {word} {ranks} down" if compact else f"  ranks down: {ranks}", style="fail.soft")
     if model is None:
-        return text
+        return _with_alerts(text, alerts, sep, compact)
     v = model.verdict
     label, vstyle = VERDICT_LABEL.get(v.state, (v.state, ""))
     if v.state == "idle" and not looked:
@@ -66,6 +77,14 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
         text.append(*ready)
     if model.liveness is not None and v.state == "ready" and model.liveness.state == "serving":
         text.append(" · serving", style="ok.soft")
+    return _with_alerts(text, alerts, sep, compact)
+
+
+def _with_alerts(text: Text, alerts: tuple[Alert, ...], sep: str, compact: bool) -> Text:
+    part = alerts_part(alerts, compact)
+    if part.plain:
+        text.append(sep)
+        text.append_text(part)
     return text
 
 
@@ -77,12 +96,13 @@ class ClusterHeader(Widget):
         self._shown: HeaderModel | None = None
 
     def show(self, cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
-             looked: bool = True) -> None:
-        self._shown = HeaderModel(cluster, tuple(statuses), model, looked)
+             looked: bool = True, alerts: tuple[Alert, ...] = ()) -> None:
+        self._shown = HeaderModel(cluster, tuple(statuses), model, looked, tuple(alerts))
         self.refresh()
 
     def render(self) -> Text:
         m = self._shown
         if m is None:
             return Text("r37-cockpit", style="bold")
-        return health_line(m.cluster, list(m.statuses), m.model, m.looked, compact=self.size.width < NARROW)
+        return health_line(m.cluster, list(m.statuses), m.model, m.looked, compact=self.size.width < NARROW,
+                           alerts=m.alerts)

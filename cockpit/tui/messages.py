@@ -38,6 +38,10 @@ class ClusterChanged(Message):
     event: object
 
 
+class StatsChanged(Message):
+    """The stats monitor judged again (`ctx.monitor.stats` may have changed): once per interval."""
+
+
 # ---- preflight ----------------------------------------------------------------------------------------
 
 @dataclass

@@ -13,6 +13,7 @@ from test_launch_snap import scene as launch_scene
 from test_logs_snap import scene as logs_scene
 from test_preflight_snap import scene as preflight_scene
 from test_setup_snap import scene as setup_scene
+from test_stats_snap import scene as stats_scene
 
 from cockpit.tui.app import CockpitApp
 
@@ -20,7 +21,8 @@ SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 THEMES = ("cockpit-dark", "cockpit-light")
 Scene = Callable[[CockpitApp, object], Awaitable[None]]
 SCENES: dict[str, Scene] = {"hosts": hosts_scene, "preflight": preflight_scene, "setup": setup_scene,
-                            "launch": launch_scene, "logs": logs_scene, "chat": chat_scene}
+                            "launch": launch_scene, "logs": logs_scene, "stats": stats_scene,
+                            "chat": chat_scene}
 
 
 def _run(app: CockpitApp, scene: Scene, theme: str) -> Callable[[object], Awaitable[None]]:

@@ -12,7 +12,7 @@ async def test_chat_gets_the_keyboard_and_fkey_leaves(fixed_config) -> None:
     async with app.run_test(size=(140, 40)) as pilot:
         tabs = app.query_one(TabbedContent)
         assert tabs.active == "hosts"
-        await pilot.press("6")
+        await pilot.press("7")
         await pilot.pause(0.2)
         assert tabs.active == "chat"
         assert isinstance(app.focused, Input) and app.focused.id == "chat-input"
@@ -98,7 +98,7 @@ async def test_the_key_map_shows_the_shown_panes_keys_and_a_remapped_key(fixed_c
         launch = {ident: key for key, _a, ident in sections["Launch pane"]}
         assert launch["launch.dry_run"] == "D" and launch["launch.start"] == "l"
         app_keys = {ident: key for key, _a, ident in sections["App (every pane)"]}
-        assert app_keys["app.keys"] == "f12" and app_keys["app.quit"] == "q" and app_keys["pane.chat"] == "6"
+        assert app_keys["app.keys"] == "f12" and app_keys["app.quit"] == "q" and app_keys["pane.chat"] == "7"
         await pilot.press("escape")
         await pilot.pause()
         pane = app.query_one(LaunchPane)

@@ -1,0 +1,169 @@
+"""Stats pane: every rank's GPU, memory and RDMA side by side, rank 0's engine figures, the active
+alerts, and one rank in detail (Enter; Escape back).
+
+It renders `ctx.monitor.stats` (the one stats model) and judges nothing itself: the alerts are the
+model's. It redraws when the model's version changed or an age it shows would read differently, checked
+once a second while shown and on every `StatsChanged`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from cockpit.tui.context import CockpitContext
+from cockpit.tui.pane import Pane
+from cockpit.tui.widgets.stats_view import (
+    age_text,
+    alerts_block,
+    engine_block,
+    rank_detail,
+    rank_table,
+    span,
+    stale_after,
+)
+from cockpit.tui.widgets.statusline import StatusLine
+
+HINT_LABELS = {"select(-1)": "prev rank", "select(1)": "next rank", "detail": "detail", "back": "back"}
+
+
+class StatsPane(Pane):
+    """The cluster view (default) or one rank's detail, with the alerts always listed."""
+
+    TITLE = "Stats"
+    HEADLESS = "r37-cockpit stats"
+    HINTS = ("select(-1)", "select(1)", "detail", "back")
+    can_focus = True
+
+    BINDINGS: ClassVar[list[Binding]] = [  # type: ignore[assignment]
+        Binding("up,k", "select(-1)", "Previous rank", id="stats.prev"),
+        Binding("down,j", "select(1)", "Next rank", id="stats.next"),
+        Binding("enter,d", "detail", "Detail", id="stats.detail"),
+        Binding("escape", "back", "Back", id="stats.back"),
+        Binding("pagedown,space", "scroll(1)", "Page down", id="stats.page_down", show=False),
+        Binding("pageup", "scroll(-1)", "Page up", id="stats.page_up", show=False),
+    ]
+    DEFAULT_CSS = """
+    StatsPane #stats-body { height: 1fr; }
+    StatsPane #stats-body > Static { height: auto; padding: 0 1; }
+    StatsPane #stats-ranks { margin-bottom: 1; }
+    StatsPane #stats-alerts { margin-bottom: 1; }
+    StatsPane #stats-status { padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="stats-body", can_focus=False):
+            yield Static(id="stats-ranks")
+            yield Static(id="stats-detail")
+            yield Static(id="stats-alerts")
+            yield Static(id="stats-engine")
+        yield StatusLine(id="stats-status")
+
+    def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
+        super().__init__(ctx, id=id, classes=classes)
+        ranks = sorted(ctx.monitor.stats.ranks)
+        self.selected: int | None = ranks[0] if ranks else None
+        self.detail = False
+        self._drawn: tuple[object, ...] | None = None
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0, self._tick)
+        self.refresh_view()
+
+    # ---- keys ---------------------------------------------------------------------------------------
+
+    def action_select(self, step: int) -> None:
+        ranks = sorted(self.ctx.monitor.stats.ranks)
+        if not ranks:
+            return
+        at = ranks.index(self.selected) if self.selected in ranks else 0
+        self.selected = ranks[(at + step) % len(ranks)]
+        self.redraw()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Detail only from the cluster view, Back only from the detail (the footer shows what works)."""
+        if action == "detail":
+            return not self.detail
+        if action == "back":
+            return self.detail
+        return True
+
+    def action_detail(self) -> None:
+        if self.selected is not None:
+            self.detail = True
+            self.query_one("#stats-body", VerticalScroll).scroll_home(animate=False)
+            self.refresh_bindings()
+            self.redraw()
+
+    def action_scroll(self, pages: int) -> None:
+        body = self.query_one("#stats-body", VerticalScroll)
+        (body.scroll_page_down if pages > 0 else body.scroll_page_up)(animate=False)
+
+    def action_back(self) -> None:
+        self.detail = False
+        self.refresh_bindings()
+        self.redraw()
+
+    # ---- drawing ------------------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        if self.shown:
+            self.redraw()
+
+    def stats_changed(self) -> None:
+        """The monitor judged again: redraw if shown (a hidden pane catches up when shown)."""
+        if self.shown:
+            self.redraw()
+
+    def on_show(self) -> None:
+        self.redraw()
+
+    def _signature(self, now: float) -> tuple[object, ...]:
+        """What the drawing depends on: the model's version, every age text shown, the layout."""
+        stats = self.ctx.monitor.stats
+        ages = tuple(age_text(s, stats.interval_s, now)[0] for _, s in sorted(stats.ranks.items()))
+        e = stats.engine
+        engine_age = None if e is None or now - e.at <= stale_after(stats.interval_s) else span(now - e.at)
+        return (stats.version, ages, engine_age, self.size.width, self.selected, self.detail)
+
+    def refresh_view(self) -> None:
+        self._drawn = None
+        self.redraw()
+
+    def redraw(self) -> None:
+        if not self.is_mounted:
+            return
+        now = time.time()
+        sig = self._signature(now)
+        if sig == self._drawn:
+            return
+        self._drawn = sig
+        stats = self.ctx.monitor.stats
+        width = max(40, (self.size.width or self.app.size.width) - 2)
+        detail = self.detail and self.selected in stats.ranks
+        ranks = self.query_one("#stats-ranks", Static)
+        engine = self.query_one("#stats-engine", Static)
+        panel = self.query_one("#stats-detail", Static)
+        ranks.display = engine.display = not detail
+        panel.display = detail
+        if detail and self.selected is not None:
+            sampler = self.ctx.monitor.sampler
+            panel.update(rank_detail(stats, self.selected, now, width, sampler.command(self.selected),
+                                     sampler.starts.get(self.selected, 0)))
+        else:
+            ranks.update(rank_table(stats, now, width, self.selected))
+            engine.update(engine_block(stats, now, width))
+        self.query_one("#stats-alerts", Static).update(alerts_block(stats.alerts, width))
+        self._show_hints(detail)
+
+    def _show_hints(self, detail: bool) -> None:
+        actions = ("back",) if detail else ("select(-1)", "select(1)", "detail")
+        parts = [self.key_hints((a,), labels=HINT_LABELS) for a in actions]
+        where = Text(f"rank {self.selected} detail" if detail else "cluster view", style="bold")
+        self.query_one("#stats-status", StatusLine).show([([where, *[p for p in parts if p.plain]], " · ")])
