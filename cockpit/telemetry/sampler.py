@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from cockpit.config import ClusterConfig
-from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, stats_sampler
+from cockpit.hosts import CommandTimeout, Fleet, Host, HostUnavailable, ShellCommand, stats_sampler
 from cockpit.telemetry.cluster_stats import MIB, ClusterStats, MemoryStats
 from cockpit.telemetry.gpu import GpuParseError, GpuReading
 from cockpit.telemetry.host_sample import (
@@ -29,6 +29,9 @@ from cockpit.telemetry.rdma import port_stats
 
 RETRY_S = 1.0                 # after the channel ended or the host was lost
 TOOL_RETRY_S = 10.0           # after an nvidia-smi loop ended (a driver that came back is seen again)
+SILENT_ROUNDS = 10            # a channel that printed nothing for this many intervals ...
+SILENT_MIN_S = 10.0           # ... (and at least this long) is closed and started again
+CLOSE_WAIT_S = 2.0            # a channel being closed gets this long to end
 APP_GONE_ROUNDS = 2.5         # a compute process not listed for this many intervals has gone
 MAX_APPS = 64
 
@@ -56,14 +59,17 @@ class _RankSampler:
         self.prev_ports: dict[tuple[str, int], PortCounters] = {}
         self.prev_round: float | None = None
         self.tool_ended: float | None = None
+        self.heard = time.monotonic()      # when the channel last printed a line
 
     def reset(self) -> None:
         """A new channel: rates start again from its first round."""
         self.reader = SamplerReader()
         self.prev_ports, self.prev_round, self.tool_ended = {}, None, None
+        self.heard = time.monotonic()
 
     def feed(self, line: str) -> bool:
         """One channel line; True when it ended a round (a history point was recorded)."""
+        self.heard = time.monotonic()
         event = self.reader.feed(line)
         if event is None:
             return False
@@ -120,12 +126,16 @@ class StatsSampler:
             self._tasks = [asyncio.create_task(self._run(r), name=f"stats-{r}") for r in self.cfg.ranks]
 
     async def close(self) -> None:
-        for task in self._tasks:
+        """Cancel every channel; each gets CLOSE_WAIT_S to end (a channel still opening included)."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks = []
+        if tasks:
+            await asyncio.wait(tasks, timeout=2 * CLOSE_WAIT_S + 1)
+        for task in tasks:
+            if task.done() and not task.cancelled():
+                with contextlib.suppress(Exception):
+                    task.exception()
 
     async def __aenter__(self) -> StatsSampler:
         self.start()
@@ -138,6 +148,7 @@ class StatsSampler:
         host = self.fleet[rank]
         state = _RankSampler(rank, self.stats)
         cmd = stats_sampler(self.stats.interval_s, GPU_FIELDS, APP_FIELDS, self.cfg.host(rank).ib_hca)
+        silent = max(SILENT_MIN_S, SILENT_ROUNDS * self.stats.interval_s)
         while True:
             if not host.status.connected:
                 self.stats.update(rank, sampler="host down" if host.status.down else "starting",
@@ -145,15 +156,30 @@ class StatsSampler:
                 await host.wait_connected()
             state.reset()
             self.starts[rank] += 1
+            channel = asyncio.create_task(self._read(host, cmd, state), name=f"stats-{rank}-channel")
             try:
-                async for line in host.stream(cmd, merge_stderr=False):
-                    if state.feed(line) and self.on_round is not None:
-                        self.on_round(rank)
-                    if state.tool_ended is not None and time.time() - state.tool_ended >= TOOL_RETRY_S:
-                        break                    # try nvidia-smi again on a new channel
-                else:
-                    if self.stats.ranks[rank].sampler == "sampling":
-                        self.stats.update(rank, sampler="failed", error="the sampler channel ended")
-            except (HostUnavailable, CommandTimeout) as exc:
-                self.stats.update(rank, sampler="host down", error=str(exc))
+                while not channel.done():
+                    await asyncio.wait({channel}, timeout=min(silent, 1.0))
+                    if not channel.done() and time.monotonic() - state.heard > silent:
+                        self.stats.update(rank, sampler="failed", error=f"the sampler channel was silent for "
+                                                                         f"{silent:g} s: starting it again")
+                        break
+            finally:
+                if not channel.done():
+                    channel.cancel()
+                    await asyncio.wait({channel}, timeout=CLOSE_WAIT_S)
             await asyncio.sleep(RETRY_S)
+
+    async def _read(self, host: Host, cmd: ShellCommand, state: _RankSampler) -> None:
+        """One channel, until it ends, the host is lost or an nvidia-smi loop ended TOOL_RETRY_S ago."""
+        rank = state.rank
+        try:
+            async for line in host.stream(cmd, merge_stderr=False):
+                if state.feed(line) and self.on_round is not None:
+                    self.on_round(rank)
+                if state.tool_ended is not None and time.time() - state.tool_ended >= TOOL_RETRY_S:
+                    return                       # try nvidia-smi again on a new channel
+            if host.status.connected:
+                self.stats.update(rank, sampler="failed", error="the sampler channel ended")
+        except (HostUnavailable, CommandTimeout) as exc:
+            self.stats.update(rank, sampler="host down", error=str(exc))
