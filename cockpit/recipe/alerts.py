@@ -69,7 +69,7 @@ def _port_findings(stats: ClusterStats, fresh: Iterable[int]) -> list[Finding]:
         for p in stats.ranks[rank].ports:
             where = f"{p.hca}/{p.port}"
             if p.active is False:
-                out.append(Finding("rdma-port-down", rank, f"{where} is {p.state or 'not ACTIVE'}",
+                out.append(Finding("rdma-port-down", rank, f"{where} is {p.state_word}, not ACTIVE",
                                    f"check the cable and switch port of {where} (`rdma link show`, "
                                    "`ibv_devinfo`); the cockpit never changes networking"))
             if p.errors:

@@ -36,6 +36,11 @@ class PortStats:
     changes: dict[str, int] = field(default_factory=dict)   # counter -> increase since the last round
 
     @property
+    def state_word(self) -> str:
+        """`DOWN` of the kernel's `1: DOWN` (the state as read when it has no number; `unknown`: not read)."""
+        return (self.state or "unknown").partition(": ")[2] or self.state or "unknown"
+
+    @property
     def errors(self) -> dict[str, int]:
         """The error and retransmit counters that grew since the last round."""
         return {k: v for k, v in self.changes.items() if k in ALERTING}

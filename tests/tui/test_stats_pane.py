@@ -82,7 +82,7 @@ async def test_pane_renders_model_values_and_unknowns(fixed_config) -> None:
         assert "2405/3003" in table and "40.5" in table and "P0" in table
         assert "20.5/120 GiB eng 88.0 unified" in table          # unified: MemAvailable/MemTotal, engine
         assert "GPU 70123/143771 MiB discrete" in table           # the model's kind, never assumed
-        assert "↑10.0 ↓9.0 Gb/s 1 ACTIVE" in table and "out_of_sequence +7" in table
+        assert "↑10.0 ↓9.0 Gb/s 1/1 ACTIVE" in table and "out_of_sequence +7" in table
         engine = cells(pane, "#stats-engine")
         assert "running 3" in engine and "waiting –" in engine and "KV cache 50.0 %" in engine
         assert "gen 245.3 tok/s" in engine and "prompt – tok/s" in engine and "118/–/– ms" in engine

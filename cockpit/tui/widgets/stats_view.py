@@ -152,8 +152,9 @@ def rdma_text(ports: Sequence[PortStats], compact: bool = False) -> str:
     if compact:
         state = f"{len(ports) - len(down)}/{len(ports)}"
         return f"{tx}↑{rx}↓ {state}"
-    state = (f"{len(ports)} ACTIVE" if not down else
-             " ".join(f"{safe(p.hca, 40)}/{p.port} {safe(p.state or 'unknown', 40)}" for p in down))
+    state = f"{len(ports) - len(down)}/{len(ports)} ACTIVE"
+    for p in down:
+        state += f" {safe(p.hca, 40)}/{p.port} {safe(p.state_word, 40)}"
     return f"↑{tx} ↓{rx} Gb/s {state}"
 
 
