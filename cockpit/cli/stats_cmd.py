@@ -34,6 +34,7 @@ from cockpit.cli.common import (
     usage_error,
 )
 from cockpit.config import ClusterConfig, split_listen
+from cockpit.config.models import STATS_INTERVAL_S
 from cockpit.hosts import Fleet
 from cockpit.recipe.monitor import StatsMonitor
 from cockpit.recipe.watch import ClusterWatcher
@@ -43,7 +44,6 @@ from cockpit.telemetry.exporter import ExporterError, MetricsServer
 from cockpit.telemetry.stats_json import stats_dict
 
 GIB = 1 << 30
-INTERVAL_RANGE = (0.2, 60.0)     # the same bounds as `[stats] interval_s`
 DASH = "-"
 CLOSE_GRACE = 2.0                # seconds the monitor and the watcher each get to close
 
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 def _interval(args: argparse.Namespace, cfg: ClusterConfig) -> float:
     if args.interval is None:
         return cfg.stats.interval_s
-    lo, hi = INTERVAL_RANGE
+    lo, hi = STATS_INTERVAL_S
     if not lo <= args.interval <= hi:   # also refuses nan
         raise usage_error(f"--interval {args.interval:g}: give {lo:g} to {hi:g} seconds")
     return float(args.interval)

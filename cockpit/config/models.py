@@ -129,10 +129,13 @@ class EngineSection(Strict):
     read_timeout_s: Annotated[float, float_range(1, None, "seconds")] = 600.0
 
 
+STATS_INTERVAL_S = (0.2, 60.0)     # the bounds of `[stats] interval_s` (and of `stats --interval`)
+
+
 class StatsSection(Strict):
     """The Stats pane, `r37-cockpit stats` and its Prometheus endpoint."""
 
-    interval_s: Annotated[float, float_range(0.2, 60, "seconds")] = 1.0
+    interval_s: Annotated[float, float_range(*STATS_INTERVAL_S, "seconds")] = 1.0
     # `stats` serves what it samples in Prometheus text format here (loopback unless you say otherwise)
     serve_metrics: Annotated[str, AfterValidator(listen_address)] | None = None
     min_available_gib: Annotated[float, float_range(0, None, "GiB", lo_open=False)] = 5.0  # operators' guard
