@@ -1,6 +1,6 @@
 """The layer rules of docs/DESIGN.md#layers, read from the import statements of every module.
 
-Imports point down only: `cli` → `tui` → `recipe` → `telemetry` → `api` → `hosts` → the base modules
+Imports point down only: `cli` → `tui` → `bench` → `recipe` → `telemetry` → `api` → `hosts` → the base modules
 (`BASE`: the config package and the small modules at the package root). A module may import its own
 layer and the layers below; base modules may import each other but nothing above them. `cli` (the
 `demo` and `sim` commands) is the only layer that may import `sim`, and `sim` imports nothing of the
@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "cockpit"
 SIM_MAY_IMPORT = {"cockpit.constants", "cockpit.kstamp"}  # no cockpit logic: the sim stands in for the world
 
-ORDER = ("cli", "tui", "recipe", "telemetry", "api", "hosts", "base")   # top to bottom
+ORDER = ("cli", "tui", "bench", "recipe", "telemetry", "api", "hosts", "base")   # top to bottom
 BASE = {"__init__", "config", "constants", "envfile", "errorcodes", "files", "kstamp", "locations",
         "remedy", "safetext"}
 """Modules and packages at the package root below every layer (`__init__`: `cockpit.__version__`)."""
