@@ -11,6 +11,7 @@ from types import ModuleType
 
 from cockpit import __version__
 from cockpit.cli import (
+    bench_cmd,
     chat_cmd,
     config_cmd,
     hosts_cmd,
@@ -37,8 +38,8 @@ from cockpit.errorcodes import CODES
 
 # One module per command group, each with `register(subparsers)`, in help order.
 COMMANDS: tuple[ModuleType, ...] = (
-    tui_cmd, config_cmd, hosts_cmd, preflight_cmd, setup_cmd, launch_cmd, logs_cmd, chat_cmd, stats_cmd,
-    sim_cmd,
+    tui_cmd, config_cmd, hosts_cmd, preflight_cmd, setup_cmd, launch_cmd, logs_cmd, chat_cmd, bench_cmd,
+    stats_cmd, sim_cmd,
 )
 
 

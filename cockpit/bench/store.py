@@ -1,0 +1,49 @@
+"""A run's directory of records: ``bench/results/<UTC time>/`` (or ``--out DIR``), never overwritten.
+
+The directory is created by the run and must not exist before; inside it every file is written
+atomically (:mod:`cockpit.files`), so a reader never sees half a file, also of a run that was cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from cockpit.files import write_atomic
+
+RESULTS_DIR = Path("bench") / "results"
+
+
+class StoreError(Exception):
+    """The records' directory cannot be used (it exists, or cannot be made)."""
+
+
+def default_dir(base: Path | None = None, now: float | None = None) -> Path:
+    """``bench/results/<UTC time>`` under ``base`` (default: the current directory)."""
+    stamp = time.strftime("%Y-%m-%dT%H-%M-%SZ", time.gmtime(time.time() if now is None else now))
+    return (base or Path.cwd()) / RESULTS_DIR / stamp
+
+
+class RunStore:
+    """The records of one run in ``directory`` (created here: an existing one is refused)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        if self.directory.exists():
+            raise StoreError(f"{self.directory} exists: a run never overwrites earlier records "
+                             "(give another --out DIR)")
+        try:
+            self.directory.parent.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir()
+        except FileExistsError:
+            raise StoreError(f"{self.directory} exists: a run never overwrites earlier records") from None
+        except OSError as exc:
+            raise StoreError(f"{self.directory}: {exc.strerror or exc}") from None
+
+    def write_text(self, name: str, text: str) -> Path:
+        return write_atomic(self.directory / name, text, overwrite=True)
+
+    def write_json(self, name: str, data: Any) -> Path:
+        return self.write_text(name, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,295 @@
+"""`r37-cockpit bench`: the card's benchmark (docs/benchmark-method.md) against the deployment or `--api-url`.
+
+Refuses to start unless the live cluster model says the cluster is ready (every rank up; with
+``--api-url`` there is no cluster to look at, and the run says so) and ``/metrics`` shows the API idle.
+Progress goes to stderr (a line per request; a bar on a terminal); the summary to stdout, or as JSON with
+``--json``. Ctrl-C cancels cleanly: every request in flight is closed, the records are written and
+marked cancelled. Records: ``bench/results/<UTC time>/`` under the current directory, or ``--out DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from cockpit.api.endpoint import ApiEndpoint, rank0_fleet_connected
+from cockpit.api.urls import redact
+from cockpit.bench import prompts as P
+from cockpit.bench.gate import Refusal, cluster_refusal, idle_refusal
+from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone, Runner
+from cockpit.bench.store import RunStore, StoreError, default_dir
+from cockpit.bench.suite import SUITES, parse_concurrency, plan_for
+from cockpit.bench.summary import CompareError, load_earlier
+from cockpit.cli.chat_cmd import (
+    _add_endpoint_args,
+    _add_model_arg,
+    deadlines_for,
+    pick_model,
+    read_timeout_for,
+)
+from cockpit.cli.common import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    CliError,
+    load,
+    print_json,
+    remedy,
+    run_async_fast,
+)
+from cockpit.config import EngineSection
+from cockpit.hosts import Fleet
+from cockpit.safetext import safe
+
+BAR_WIDTH = 28
+
+
+def _concurrency(text: str) -> tuple[int, ...]:
+    try:
+        return parse_concurrency(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "bench", help="benchmark the deployment by the card's method",
+        description="Decode cells (C streams released together; per-stream decode without TTFT, TTFT, "
+                    "aggregate with the batch wall time; tokens from usage), prefill, needle, and the "
+                    "tools, vision and idle checks, on the cockpit's prompt set v1. Refuses unless every "
+                    "rank is up and the API idle. Exit 0 when complete, 1 when it failed or a request "
+                    "failed, 2 for bad input, 3 when refused, 130 when cancelled.")
+    p.add_argument("--suite", choices=SUITES, default="quick",
+                   help="quick (a few minutes), standard (the card's tables) or full (default: quick)")
+    p.add_argument("--concurrency", type=_concurrency, default=None, metavar="LIST",
+                   help="decode cells, e.g. 1,2,4,8 (default: quick 1,8; standard and full 1,2,4,8)")
+    p.add_argument("--prompts", metavar="FILE", help="a prompt set of the same schema as the packaged v1")
+    p.add_argument("--out", metavar="DIR", help="records directory (must not exist; default: "
+                                                "bench/results/<UTC time> under the current directory)")
+    p.add_argument("--compare", metavar="DIR", help="an earlier run's directory (its summary.json)")
+    p.add_argument("--idle", type=float, default=45.0, metavar="S",
+                   help="the idle probe's controlled idle, seconds (default: 45)")
+    _add_model_arg(p)
+    _add_endpoint_args(p, "a request")
+    p.set_defaults(func=run_bench)
+
+
+# --- progress --------------------------------------------------------------------------------------
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
+
+
+def request_line(e: RequestDone) -> str:
+    """One finished request: ``[ 3/27] prose C8 #12  ok  400 tok  TTFT 0.041 s  28.6 tok/s``."""
+    r = e.record
+    width = len(str(e.total))
+    parts = [f"[{e.done:>{width}}/{e.total}] {r.cell} #{r.n}", "ok  " if r.ok else "FAIL"]
+    if r.completion_tokens is not None and r.kind == "decode":
+        parts.append(f"{r.completion_tokens} tok")
+    if r.prompt_tokens is not None and r.kind != "decode":
+        parts.append(f"{r.prompt_tokens} prompt tok")
+    if r.ttft_s is not None:
+        parts.append(f"TTFT {r.ttft_s:.3f} s")
+    if r.decode_tps is not None and r.kind == "decode":
+        parts.append(f"{r.decode_tps:.1f} tok/s")
+    if r.error:
+        parts.append(f"{r.error.get('kind')}: {safe(str(r.error.get('message')))[:160]}")
+    return "  ".join(parts)
+
+
+class Progress:
+    """Prints the run's events to ``out``: a line per request and per cell; a bar on a terminal."""
+
+    def __init__(self, out: TextIO, quiet: bool = False) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.quiet = quiet
+        self._bar = ""
+
+    def __call__(self, event: BenchEvent) -> None:
+        if isinstance(event, CellStarted):
+            self._line(f"== {event.cell} ({event.index}/{event.cells}, {event.requests} request"
+                       f"{'s' if event.requests != 1 else ''}) at {_clock(event.elapsed_s)}")
+        elif isinstance(event, RequestDone):
+            if not self.quiet:
+                self._line(request_line(event))
+            self._draw(event)
+        elif isinstance(event, Note):
+            self._line(("warning: " if event.warning else "note: ") + safe(event.message))
+
+    def _line(self, text: str) -> None:
+        if self.tty and self._bar:
+            self.out.write("\r\x1b[2K")
+        self.out.write(text + "\n")
+        if self.tty and self._bar:
+            self.out.write(self._bar)
+        self.out.flush()
+
+    def _draw(self, e: RequestDone) -> None:
+        if not self.tty:
+            return
+        filled = int(BAR_WIDTH * e.done / max(e.total, 1))
+        self._bar = (f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {e.done}/{e.total}  {e.cell}  "
+                     f"elapsed {_clock(e.elapsed_s)}  ETA {_clock(e.eta_s)}")
+        self.out.write("\r\x1b[2K" + self._bar)
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.tty and self._bar:
+            self.out.write("\n")
+            self.out.flush()
+            self._bar = ""
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+
+def _refuse(args: argparse.Namespace, refusal: Refusal) -> int:
+    print(f"r37-cockpit: benchmark refused: {safe(refusal.reason)}", file=sys.stderr)
+    if refusal.remedy:
+        print(f"  remedy: {safe(remedy(args, refusal.remedy))}", file=sys.stderr)
+    if args.json:
+        print_json({"ok": False, "refused": refusal.to_dict()})
+    return EXIT_REFUSED
+
+
+@contextlib.asynccontextmanager
+async def _endpoint(args: argparse.Namespace) -> Any:
+    """(endpoint, refusal or None): ``--api-url``, or the tunnel after the live model's look at every rank."""
+    if args.api_url:
+        engine = EngineSection()
+        async with ApiEndpoint(None, 0, api_url=args.api_url, read_timeout=read_timeout_for(args, engine),
+                               deadlines=deadlines_for(args, engine), api_key=args.api_key) as endpoint:
+            yield endpoint, None, engine
+        return
+    _, config = load(args)
+    fleet = Fleet(config)
+    try:
+        fleet.start()
+        await fleet.wait_connected(config.ssh.connect_timeout + 2)
+        refusal = await cluster_refusal(fleet, config)
+        await rank0_fleet_connected(fleet, config.ssh.connect_timeout + 2)
+        async with ApiEndpoint(fleet, config.cluster.api_port,
+                               read_timeout=read_timeout_for(args, config.engine),
+                               deadlines=deadlines_for(args, config.engine),
+                               api_key=args.api_key) as endpoint:
+            yield endpoint, refusal, config.engine
+    finally:
+        await fleet.close()
+
+
+async def bench_main(args: argparse.Namespace, prompts: P.PromptSet, earlier: dict[str, Any] | None) -> int:
+    plan = plan_for(args.suite, prompts, args.concurrency)
+    progress = Progress(sys.stderr)
+    async with _endpoint(args) as (endpoint, refusal, engine):
+        if refusal is not None:
+            return _refuse(args, refusal)
+        status = await (endpoint.wait_ready(args.wait) if args.wait > 0 else endpoint.check())
+        if not status.ok:
+            return _refuse(args, Refusal(f"API not ready ({status.state}): {status.message}", status.remedy))
+        client = await endpoint.client()
+        busy = await idle_refusal(client)
+        if busy is not None:
+            return _refuse(args, busy)
+        model = await pick_model(client, args, status)
+        out = Path(args.out) if args.out else default_dir()
+        try:
+            store = RunStore(out)
+        except StoreError as exc:
+            raise CliError(str(exc), EXIT_USAGE, "file-exists") from None
+        if args.api_url:
+            progress(Note("--api-url: the cluster's ranks are not looked at, only the API", warning=False))
+        config = {"suite": args.suite, "api_url": redact(client.base_url), "via": endpoint.via,
+                  "concurrency": list(plan.concurrency), "prompts_file": args.prompts,
+                  "compare": args.compare, "idle_s": args.idle,
+                  "deadlines": {"first_token_s": engine.first_token_timeout_s,
+                                "idle_s": engine.idle_timeout_s}
+                  if args.timeout is None else {"both_s": args.timeout}}
+        runner = Runner(client, model, plan, prompts, store=store, emit=progress, config=config,
+                        deadlines=endpoint.deadlines, idle_s=args.idle, earlier=earlier)
+        print(f"bench {args.suite}: {model} at {redact(client.base_url)}; records in {out}", file=sys.stderr)
+        task = asyncio.ensure_future(runner.run())
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not task.cancelled() and not task.done():
+                raise
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+            progress.close()
+    summary = runner.summary
+    if args.json:
+        print_json({"ok": runner.status == "complete" and not summary.get("failed_requests"),
+                    "records": str(out), **summary})
+    else:
+        print(render_text(summary, out))
+    if runner.status == "cancelled":
+        print(f"r37-cockpit: benchmark cancelled; records kept in {out}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if runner.status == "failed":
+        print(f"r37-cockpit: benchmark failed: {safe(runner.reason or '')}; records kept in {out}",
+              file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_FAILURE if summary.get("failed_requests") else 0
+
+
+def render_text(s: dict[str, Any], out: Path) -> str:
+    """The terminal summary: headline per concurrency, prefill, needle, the card and any compare."""
+    def f(v: Any, nd: int = 2) -> str:
+        return "—" if v is None else f"{v:.{nd}f}" if isinstance(v, float) else str(v)
+
+    lines = [f"benchmark {s.get('status')}: {s.get('suite')} suite, {s.get('requests')} requests, "
+             f"{s.get('failed_requests')} failed; records in {out}"]
+    for row in s.get("headline", []):
+        lines.append(f"  C{row['concurrency']}: per-stream {f(row['per_stream_tps'])} tok/s, aggregate "
+                     f"{f(row['aggregate_tps'])} tok/s (mean of {row['categories']} of {row['of']} categories"
+                     + ("" if row.get("complete") else ": not the method's headline") + ")")
+    for row in s.get("prefill", []):
+        lines.append(f"  prefill {row['target_tokens']}: {f(row.get('prefill_tps'))} tok/s "
+                     f"({row.get('prompt_tokens')} tokens, TTFT {f(row.get('ttft_s'), 3)} s)")
+    for row in s.get("needle", []):
+        lines.append(f"  needle {row['context_tokens']} @{row['depth']:.0%}: "
+                     + ("pass" if row["passed"] else "FAIL"))
+    lines.append("  compared with the card:")
+    for row in s.get("card", []):
+        if row["this_run"] is not None:
+            lines.append(f"    {row['measure']}: {f(row['this_run'])} vs {f(row['card'])} "
+                         f"(ratio {f(row['ratio'], 3)})")
+    comp = s.get("compare")
+    if comp:
+        lines.append(f"  compared with {comp.get('source')}:")
+        lines += [f"    {r['figure']}: {f(r['this_run'])} vs {f(r['earlier'])} (ratio {f(r['ratio'], 3)})"
+                  for r in comp["rows"] if r["ratio"] is not None]
+    return "\n".join(lines)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    try:
+        prompts = P.load(args.prompts)
+    except P.PromptFileError as exc:
+        raise CliError(f"prompt set: {exc}", EXIT_USAGE, "usage") from None
+    earlier = None
+    if args.compare:
+        try:
+            earlier = load_earlier(args.compare)
+        except CompareError as exc:
+            raise CliError(f"--compare: {exc}", EXIT_USAGE, "usage") from None
+    if args.out and Path(args.out).exists():
+        raise CliError(f"{args.out} exists: a run never overwrites earlier records (give another --out DIR)",
+                       EXIT_USAGE, "file-exists")
+    return run_async_fast(bench_main(args, prompts, earlier))
