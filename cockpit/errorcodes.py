@@ -84,6 +84,8 @@ _ALL = [
     ErrorCode("api-not-ready", "the API is up but the engine is still booting", "wait for startup complete"),
     ErrorCode("api-engine-dead", "the engine died", "read rank 0's log; stop all ranks and relaunch"),
     ErrorCode("api-http-error", "the API answered with an HTTP error", "read the status and message"),
+    ErrorCode("api-unauthorized", "API key needed or refused: the API answered 401 or 403",
+              "pass the key with --api-key KEY or the OPENAI_API_KEY variable (sent as a bearer key)"),
     ErrorCode("api-protocol-error",
               "the server's answer does not follow the OpenAI API (the part that arrived is kept)",
               "check --api-url points at vLLM's OpenAI server"),

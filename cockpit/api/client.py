@@ -32,6 +32,7 @@ from typing import Any, Self
 import httpx
 
 from cockpit.api import rawstream, sse
+from cockpit.api.apikey import ApiKey, key_from_env
 from cockpit.api.chat import ChatRequest
 from cockpit.api.errors import (
     REMEDY_PROTOCOL,
@@ -164,10 +165,17 @@ class ApiClient:
         max_connections: int = 64,
         stream_interval: float = STREAM_INTERVAL,
         deadlines: StreamDeadlines | None = None,
+        api_key: ApiKey | str | None = None,
+        env_key: bool = True,
     ) -> None:
         # credentials in the URL go into the Authorization header only: base_url is what messages show
         self.base_url, creds = split_credentials(base_url.rstrip("/"))
-        headers = {**_HEADERS, "Authorization": basic_auth(creds)} if creds else _HEADERS
+        self._key = _choose_key(api_key, creds, env_key)
+        headers = dict(_HEADERS)
+        if self._key is not None:
+            headers["Authorization"] = self._key.bearer()
+        elif creds:
+            headers["Authorization"] = basic_auth(creds)
         self.stream_interval = stream_interval
         self.health_timeout = health_timeout
         self.deadlines = deadlines
@@ -199,6 +207,23 @@ class ApiClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"ApiClient({self.base_url!r}, key={'yes' if self._key else 'no'})"
+
+    @property
+    def has_key(self) -> bool:
+        """True if requests carry a bearer API key."""
+        return self._key is not None
+
+    def scrub(self, text: str) -> str:
+        """``text`` without the API key in it (a gateway may echo it in an error body)."""
+        return text if self._key is None else self._key.scrub(text)
+
+    def _scrubbed(self, err: ApiError) -> ApiError:
+        if self._key is None:
+            return err
+        return ApiError(err.kind, self.scrub(err.message), self.scrub(err.remedy), err.status)
 
     async def aclose(self) -> None:
         if self._raw is not None:
@@ -241,9 +266,10 @@ class ApiClient:
             return answer(state, err.message, err.remedy, err.status)
         if status == 200:
             return answer("ready", "ready: /health answered 200", "", 200)
-        failure = from_status(status, body, url)
-        return answer("engine_dead" if failure.kind == "engine_dead" else "http_error", failure.message,
-                      failure.remedy, status)
+        failure = self._scrubbed(from_status(status, body, url))
+        answered: ApiState = ("engine_dead" if failure.kind == "engine_dead"
+                              else "unauthorized" if failure.kind == "unauthorized" else "http_error")
+        return answer(answered, failure.message, failure.remedy, status)
 
     async def _fetch(
         self, method: str, path: str, *, total: float | None, cap: int,
@@ -281,7 +307,7 @@ class ApiClient:
         """:meth:`_fetch` of a request that must answer 200; its body. Raises :class:`ApiError`."""
         status, body = await self._fetch(method, path, total=total, cap=cap, expired=expired, **kwargs)
         if status != 200:
-            raise from_status(status, body, self._url(path))
+            raise self._scrubbed(from_status(status, body, self._url(path)))
         return body
 
     async def _get_json(self, path: str, cap: int) -> Any:
@@ -301,9 +327,10 @@ class ApiClient:
                     "protocol_error", f"/v1/models entry without an id: {m!r:.100}", REMEDY_PROTOCOL
                 )
             mml = m.get("max_model_len")
-            out.append(
-                ModelInfo(m["id"], m.get("owned_by"), mml if isinstance(mml, int) else None, m.get("root"))
-            )
+            owner, root = m.get("owned_by"), m.get("root")  # other servers put anything here
+            out.append(ModelInfo(m["id"], owner if isinstance(owner, str) else None,
+                                 mml if isinstance(mml, int) and not isinstance(mml, bool) else None,
+                                 root if isinstance(root, str) else None))
         return out
 
     async def metrics_text(self) -> str:
@@ -331,13 +358,13 @@ class ApiClient:
         t1 = time.perf_counter()
         body = _json(raw, url)
         if isinstance(body, dict) and ("error" in body or body.get("object") == "error"):
-            raise from_status(500, raw[:_MAX_ERROR_BODY], url)
+            raise self._scrubbed(from_status(500, raw[:_MAX_ERROR_BODY], url))
         try:
             result = result_from_response(body, None)
         except (TypeError, ValueError, ArithmeticError, RecursionError) as exc:  # StreamProtocolError too
             raise ApiError("protocol_error", f"{url}: {exc}", REMEDY_PROTOCOL, 200) from None
         completion = result.usage.completion_tokens if result.usage else None
-        stats = StreamStats(t0, None, t1, completion, 1, 0.0, 0.0)
+        stats = StreamStats(t0, None, t1, completion, 1, 0.0, 0.0)   # no usage: no count (no deltas to count)
         return replace(result, stats=stats)
 
     async def chat_streamed(
@@ -406,7 +433,7 @@ class ApiClient:
                     pieces = (_read_now(resp.aiter_bytes()) if watch is None
                               else _read_watched(resp.aiter_bytes(), watch))
                 if status != 200:
-                    err = from_status(status, await _error_body(pieces), url)
+                    err = self._scrubbed(from_status(status, await _error_body(pieces), url))
                     yield [acc.fail(err.message, err.kind, err.remedy, err.status)]
                     return
                 if "text/event-stream" not in ctype:
@@ -427,6 +454,10 @@ class ApiClient:
                         batch += acc.feed(sse, t)
                     if batch:
                         failed = isinstance(batch[-1], StreamError)
+                        if failed and self._key is not None:  # a server's error event, maybe echoing the key
+                            last = batch[-1]
+                            assert isinstance(last, StreamError)
+                            batch[-1] = replace(last, message=self.scrub(last.message))
                         yield batch  # (the consumer takes the list's events: look before)
                         if failed:
                             return  # nothing more to wait for: the connection is closed, not drained
@@ -451,6 +482,16 @@ class ApiClient:
         except SseError as exc:
             if not acc.done:
                 yield [acc.fail(str(exc), "protocol_error", REMEDY_PROTOCOL)]
+
+
+def _choose_key(api_key: ApiKey | str | None, creds: tuple[str, str] | None, env_key: bool) -> ApiKey | None:
+    """The bearer key: the one given, else none when the URL holds credentials (they are sent as basic
+    auth), else ``OPENAI_API_KEY`` (unless ``env_key`` is off)."""
+    if api_key is not None:
+        return api_key if isinstance(api_key, ApiKey) else ApiKey(api_key)
+    if creds is not None or not env_key:
+        return None
+    return key_from_env()
 
 
 def _json(body: bytes, url: str) -> Any:

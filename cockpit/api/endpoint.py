@@ -14,7 +14,9 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Literal
 
+from cockpit.api.apikey import ApiKey
 from cockpit.api.client import STREAM_INTERVAL, ApiClient
+from cockpit.api.readiness import look
 from cockpit.api.smoke import SmokeStep, run_smoke
 from cockpit.api.status import ApiStatus
 from cockpit.api.stream import StreamDeadlines
@@ -41,13 +43,14 @@ class ApiEndpoint:
 
     Call :meth:`aclose` when done. The fleet is not owned: starting and closing it is the caller's job.
     ``deadlines`` bound every chat request of its client (``[engine]`` in cluster.toml, or ``--timeout``);
-    ``health_timeout`` is the total deadline of ``/health`` and ``/v1/models``.
+    ``health_timeout`` is the total deadline of ``/health`` and ``/v1/models``. ``api_key`` is sent as a
+    bearer key (without one, ``OPENAI_API_KEY`` is; see :class:`ApiClient`).
     """
 
     def __init__(self, fleet: Fleet | None, api_port: int, *, api_url: str | None = None,
                  health_timeout: float = 5.0, read_timeout: float = 600.0,
                  stream_interval: float = STREAM_INTERVAL,
-                 deadlines: StreamDeadlines | None = None) -> None:
+                 deadlines: StreamDeadlines | None = None, api_key: ApiKey | None = None) -> None:
         if fleet is None and api_url is None:
             raise ValueError("an endpoint needs a fleet (SSH tunnel) or an api_url")
         self.fleet = fleet
@@ -57,6 +60,7 @@ class ApiEndpoint:
         self.read_timeout = read_timeout
         self.stream_interval = stream_interval
         self.deadlines = deadlines
+        self._api_key = api_key
         self._client: ApiClient | None = None
         self._lock = asyncio.Lock()
         self._client_url: str | None = None
@@ -104,16 +108,18 @@ class ApiEndpoint:
                 self._client_url = url      # may hold credentials: compared, never shown
                 self._client = ApiClient(url, health_timeout=self.health_timeout,
                                          connect_timeout=self.health_timeout, read_timeout=self.read_timeout,
-                                         stream_interval=self.stream_interval, deadlines=self.deadlines)
+                                         stream_interval=self.stream_interval, deadlines=self.deadlines,
+                                         api_key=self._api_key)
             return self._client
 
     async def check(self) -> ApiStatus:
-        """Tunnel, then ``GET /health``: never raises for network trouble."""
+        """Tunnel, then ``GET /health`` (or ``/v1/models`` where there is no ``/health``): never raises for
+        network trouble."""
         try:
             client = await self.client()
         except EndpointDown as exc:
             return exc.status
-        return self.status_from_health(await client.health(), client.base_url)
+        return self.status_from_health(await look(client), client.base_url)
 
     def status_from_health(self, health: ApiStatus, url: str) -> ApiStatus:
         """Turn a health answer into an endpoint status (a tunnel that was lost meanwhile wins)."""
@@ -178,7 +184,7 @@ async def rank0_fleet_connected(fleet: Fleet, timeout: float) -> bool:
     return await host.wait_connected(timeout)
 
 
-async def smoke_through(endpoint: ApiEndpoint) -> AsyncIterator[SmokeStep]:
+async def smoke_through(endpoint: ApiEndpoint, *, model: str | None = None) -> AsyncIterator[SmokeStep]:
     """The smoke test through ``endpoint``: one failed ``tunnel`` step if it cannot be reached, else
     :func:`run_smoke`'s steps."""
     t0 = time.perf_counter()
@@ -187,5 +193,5 @@ async def smoke_through(endpoint: ApiEndpoint) -> AsyncIterator[SmokeStep]:
     except EndpointDown as exc:  # nothing else can run
         yield SmokeStep("tunnel", False, exc.status.message, time.perf_counter() - t0, exc.status.remedy)
         return
-    async for step in run_smoke(client):
+    async for step in run_smoke(client, model=model, gateway=endpoint.via == "gateway"):
         yield step

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from cockpit.api.stream import REMEDY_PROTOCOL, ErrorKind, error_message
+from cockpit.safetext import neutralise
 
 REMEDY_REFUSED = (
     "If the engine is starting, wait for 'Application startup complete.' in rank 0's log; "
@@ -29,6 +31,16 @@ REMEDY_HUNG = (
     "The engine may be hung: `r37-cockpit status`; collect rank 0's last lines with "
     "`r37-cockpit logs --rank 0 -n 200`, stop head first (`r37-cockpit stop`), relaunch."
 )
+REMEDY_KEY = (
+    "Pass the gateway's key with --api-key KEY or the OPENAI_API_KEY environment variable (sent as "
+    "'Authorization: Bearer …'); if one was sent, it was refused: check it is this server's key."
+)
+REMEDY_SERVER_FAILED = (
+    "The server failed on the request. Some servers answer a request they reject (an unknown parameter, "
+    "a bad model name) with 500: check --model and the options; for the cockpit's engine, rank 0's log."
+)
+MAX_DETAIL_CHARS = 300
+"""The most characters of a server's error text kept in a message (one line, controls shown)."""
 REMEDY_NO_FIRST_TOKEN = (
     REMEDY_HUNG + " (A long prompt's prefill may need more: [engine] first_token_timeout_s or --timeout S.)"
 )
@@ -169,23 +181,49 @@ def from_status(status: int, body: bytes, url: str) -> ApiError:
             REMEDY_DEAD,
             status,
         )
+    if status in (401, 403):
+        return ApiError(
+            "unauthorized",
+            f"API key needed or refused: {url} answered {status}" + (f": {detail}" if detail else ""),
+            REMEDY_KEY,
+            status,
+        )
     remedy = {
         400: "The server rejected the request (model name, max_tokens against the context, image count).",
         404: "Wrong path or model name: check --api-url and the served model name in /v1/models.",
         413: "The request is too large (images or prompt): send less.",
         422: "The request body is invalid for this server version.",
-    }.get(status, "See rank 0's container log for the server-side error." if status >= 500 else "")
+    }.get(status, REMEDY_SERVER_FAILED if status >= 500 else "")
     return ApiError(
         "http_error", f"HTTP {status} from {url}" + (f": {detail}" if detail else ""), remedy, status
     )
 
 
 def _body_message(body: bytes) -> str:
+    """A server's error text as one bounded line: JSON's message, else the text (a traceback: its
+    last line)."""
     text = body.decode("utf-8", "replace").strip()
     if not text:
         return ""
     try:
         payload: Any = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
-        return text[:300]
-    return error_message(payload)[0][:300]
+        return one_line(text)
+    return one_line(error_message(payload)[0])
+
+
+_TRACEBACK = "Traceback (most recent call last)"
+_BREAKS = re.compile(r"[ \t\r\n\f\v]+")
+
+
+def one_line(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    """Untrusted error text as one line of at most ``limit`` characters: a Python traceback becomes its
+    last line (the exception), line breaks and runs of space one space, other controls visible symbols
+    (``cockpit.safetext``)."""
+    text = text[: 64 * 1024]
+    if _TRACEBACK in text:
+        lines = [ln.strip() for ln in text[text.index(_TRACEBACK):].splitlines() if ln.strip()]
+        text = "server traceback, ending: " + (lines[-1] if lines else "")
+    text = _BREAKS.sub(" ", text).strip()
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return neutralise(text)

@@ -5,6 +5,10 @@ request checks after them each report pass or fail, except that a request that m
 first token, no token mid-answer: the engine may be hung) ends the run too, so a hung engine fails the
 smoke test within one deadline. ``/health`` and ``/v1/models`` must be answered whole within the client's
 ``health_timeout``; the requests are bound by its :class:`~cockpit.api.stream.StreamDeadlines`.
+
+A server without ``/health`` (404) passes the health step when ``/v1/models`` answers 200. The model is
+chosen by :func:`~cockpit.api.choose.choose_model`; a choice the command line must make (several models
+listed, or ``--model`` not among them) fails the models step with kind :data:`MODEL_CHOICE`.
 """
 
 from __future__ import annotations
@@ -17,11 +21,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cockpit.api.chat import ChatRequest
+from cockpit.api.choose import ModelChoiceError, choose_model, listing
 from cockpit.api.client import ApiClient
 from cockpit.api.errors import ApiError
+from cockpit.api.readiness import look
 from cockpit.api.stream import DEADLINE_KINDS, ChatResult
 from cockpit.constants import SERVED_MODEL
 
+MODEL_CHOICE = "model_choice"
+"""A failed step's kind when the user must name (another) model with ``--model``."""
 CARD_PROMPT = "Write two sentences about the ocean."
 COUNT_PROMPT = "Count from 1 to 30, separated by commas. Output only the numbers."
 WEATHER_CITY = "Paris"
@@ -67,7 +75,7 @@ def check_card_answer(result: ChatResult) -> tuple[bool, str]:
     if not result.content.strip():
         return False, f"empty content (finish_reason={result.finish_reason})"
     if result.usage is None or result.usage.completion_tokens < 1:
-        return False, "no usage in the response"
+        return False, "no usage in the response (the server reports no token count)"
     return True, (
         f"{result.usage.completion_tokens} tokens, finish_reason={result.finish_reason}: "
         f"{result.content.strip()[:80]!r}"
@@ -85,7 +93,10 @@ def check_counting(result: ChatResult) -> tuple[bool, str]:
             f"answer does not reach 30 (last number {nums[-1]}, finish_reason={result.finish_reason})",
         )
     tps = result.stats.decode_tps if result.stats else None
-    return True, "1..30 counted" + (f", {tps:.1f} tok/s decode" if tps else "")
+    if tps:
+        return True, f"1..30 counted, {tps:.1f} tok/s decode"
+    est = result.stats.estimated_decode_tps if result.stats else None
+    return True, "1..30 counted" + (f", ~{est:.1f} tok/s decode (estimated: no usage)" if est else "")
 
 
 def check_tool_call(result: ChatResult, city: str = WEATHER_CITY) -> tuple[bool, str]:
@@ -105,10 +116,15 @@ def check_tool_call(result: ChatResult, city: str = WEATHER_CITY) -> tuple[bool,
     return True, f"get_weather({calls[0].arguments_json}), finish_reason=tool_calls"
 
 
-async def run_smoke(client: ApiClient, *, model: str = SERVED_MODEL) -> AsyncIterator[SmokeStep]:
-    """Yield the steps in order: health, models, card request, counting, tool call."""
+async def run_smoke(client: ApiClient, *, model: str | None = None, gateway: bool = False
+                    ) -> AsyncIterator[SmokeStep]:
+    """Yield the steps in order: health, models, card request, counting, tool call.
+
+    ``model``: the one asked for (``--model``); else the served name, or with ``gateway`` (``--api-url``)
+    the only model listed.
+    """
     t0 = time.perf_counter()
-    health = await client.health()
+    health = await look(client)
     yield SmokeStep("health", health.ok, health.message, time.perf_counter() - t0, health.remedy,
                     "" if health.ok else health.state)
     if not health.ok:
@@ -120,8 +136,16 @@ async def run_smoke(client: ApiClient, *, model: str = SERVED_MODEL) -> AsyncIte
     except ApiError as exc:
         yield SmokeStep("models", False, exc.message, time.perf_counter() - t0, exc.remedy, exc.kind)
         return
-    found = model in ids
-    detail = f"serves {model}" if found else f"{model} not listed (served: {', '.join(ids) or 'none'})"
+    try:
+        chosen = choose_model(ids, model, default=SERVED_MODEL, gateway=gateway)
+    except ModelChoiceError as exc:
+        yield SmokeStep("models", False, exc.message, time.perf_counter() - t0,
+                        "Name the model with --model NAME." if exc.usage else "",
+                        MODEL_CHOICE if exc.usage else "")
+        return
+    found = chosen in ids
+    detail = (f"serves {chosen}" if found
+              else f"{chosen} not listed (served: {listing(ids) or 'none'})")
     remedy = (
         "" if found else "Set the served model name in cluster.toml to what the engine serves, or relaunch."
     )
@@ -133,7 +157,7 @@ async def run_smoke(client: ApiClient, *, model: str = SERVED_MODEL) -> AsyncIte
         """Deterministic, thinking off: visible text within a small budget, as the card's smoke test."""
         return ChatRequest(
             [{"role": "user", "content": prompt}],
-            model=model,
+            model=chosen,
             thinking=False,
             max_tokens=max_tokens,
             temperature=0,

@@ -12,13 +12,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 ApiState = Literal[
-    "ready",          # /health 200 (and, for a readiness probe, /v1/models lists the served model)
+    "ready",          # /health 200, or no /health (404) and /v1/models 200 (and, for a readiness probe,
+                      # /v1/models lists the served model)
     "not_ready",      # booting: refused, closed, 503 without the engine-dead body …
     "tunnel_down",    # no SSH tunnel to rank 0
     "unreachable",    # the address does not answer
     "engine_dead",    # /health says the engine behind the API died
     "timeout",        # no whole answer within the deadline
-    "http_error",     # another HTTP status, or auth needed
+    "http_error",     # another HTTP status
+    "unauthorized",   # 401/403: an API key is needed, or the one sent was refused
     "models_error",   # /health 200 but /v1/models failed
     "model_missing",  # /v1/models does not list the served model
     "down",           # rank 0 has no running container: nothing to ask

@@ -3,8 +3,13 @@
 :class:`ChunkAccumulator` takes decoded SSE events with the client-side time they arrived and yields
 :data:`ChatEvent` values. Every chunk key is optional (vLLM leaves unset fields out). Thinking text is
 read from ``delta.reasoning`` with ``delta.reasoning_content`` as fallback, never both. Tool calls are
-accumulated by ``index``. Token counts come from ``usage``, never from chunk counts: with K3
-speculation one chunk carries several tokens.
+accumulated by ``index``; a server that repeats a call's ``id`` and ``function.name`` in every delta
+(vLLM and OpenAI send them in the first only) gives one call whose name is said once, and the deprecated
+``delta.function_call`` is read only from a server that sends no ``tool_calls``. Token counts come from
+``usage``, never from chunk counts: with K3 speculation one chunk carries several tokens. A server that
+sends no usage chunk (some ignore ``stream_options.include_usage``) leaves ``completion_tokens`` unknown;
+``StreamStats.estimated_tokens`` then counts the deltas that carried text (one token each, so an
+undercount under speculation), and whatever shows it says *estimated*.
 
 Exactly one terminal event ends every stream: :class:`Finished` or :class:`StreamError`.
 
@@ -23,7 +28,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from cockpit.api.sse import DONE, SseEvent
@@ -32,7 +37,7 @@ _loads = json.JSONDecoder().decode  # json.loads without its per-call argument c
 
 ErrorKind = Literal[
     "unreachable", "not_ready", "engine_dead", "http_error", "protocol_error", "timeout", "server_error",
-    "first_token_timeout", "idle_timeout", "too_large",
+    "first_token_timeout", "idle_timeout", "too_large", "unauthorized",
 ]
 MAX_ANSWER_CHARS = 8 * 1024 * 1024
 """The most text one answer may keep (content, thinking and tool-call arguments together, characters)."""
@@ -128,6 +133,20 @@ class StreamStats:
     chunks: int
     max_gap_s: float
     mean_gap_s: float
+    estimated_tokens: int | None = None
+    """Without usage from the server: the deltas that carried text, one token each (an estimate)."""
+
+    @property
+    def tokens_estimated(self) -> bool:
+        """True if the only token count is the estimate (the server sent no usage)."""
+        return self.completion_tokens is None and self.estimated_tokens is not None
+
+    @property
+    def estimated_decode_tps(self) -> float | None:
+        """:attr:`decode_tps` from :attr:`estimated_tokens`, when the server sent no usage."""
+        if not self.tokens_estimated:
+            return None
+        return replace(self, completion_tokens=self.estimated_tokens).decode_tps
 
     @property
     def ttft_s(self) -> float | None:
@@ -202,7 +221,8 @@ class ContentDelta:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallDelta:
-    """A piece of tool call ``index``; ``id`` and ``name`` only on its first delta."""
+    """A piece of tool call ``index``; ``id`` and ``name`` only on its first delta (a name a server
+    repeats in later deltas is not passed on)."""
 
     index: int
     id: str | None
@@ -295,6 +315,8 @@ class ChunkAccumulator:
         self._gaps_sum = 0.0
         self._gaps_max = 0.0
         self.chunks = 0
+        self.pieces = 0  # deltas that carried content, thinking or tool-call text (the token estimate)
+        self._legacy_fn = False  # tool calls come as the deprecated delta.function_call
         self.done = False
         self.kept = 0  # characters of content, thinking and tool-call arguments kept so far
         self.max_chars = MAX_ANSWER_CHARS
@@ -407,6 +429,7 @@ class ChunkAccumulator:
             chunks=self.chunks,
             max_gap_s=self._gaps_max,
             mean_gap_s=self._gaps_sum / gaps if gaps else 0.0,
+            estimated_tokens=None if self._usage else self.pieces,
         )
 
     # internals ----------------------------------------------------------------------------------
@@ -470,8 +493,10 @@ class ChunkAccumulator:
         if role and not self._role_seen:
             self._role_seen = True
             out.append(RoleStarted(str(role)))
+        texts = self.pieces
         reasoning = delta.get("reasoning") or delta.get("reasoning_content")
         if reasoning:
+            self.pieces += 1
             self._t_token = t
             if self._t_first is None:
                 self._t_first = t
@@ -480,6 +505,7 @@ class ChunkAccumulator:
             out.append(ReasoningDelta(text))
         content = delta.get("content")
         if content:
+            self.pieces += texts == self.pieces  # a delta with thinking and content: one piece
             self._t_token = t
             if self._t_first is None:
                 self._t_first = t
@@ -487,11 +513,18 @@ class ChunkAccumulator:
             self._content.append(text)
             out.append(ContentDelta(text))
         calls = delta.get("tool_calls")
+        legacy = delta.get("function_call")
+        if not calls and legacy and (self._legacy_fn or not self._tools):  # the deprecated form only
+            self._legacy_fn = True
+            calls = [{"index": 0, "function": legacy}]
         if calls:
             if not isinstance(calls, list):
                 raise StreamProtocolError("'tool_calls' is not a list")
             for call in calls:
-                out.append(self._tool_delta(call, t))
+                ev = self._tool_delta(call, t)
+                if ev.arguments_fragment and texts == self.pieces:
+                    self.pieces += 1
+                out.append(ev)
 
     def _keep(self, text: str, into: list[str], out: list[ChatEvent]) -> str:
         """``text`` if it fits under the answer's cap; else what fits is kept (and shown) and the answer
@@ -509,8 +542,9 @@ class ChunkAccumulator:
     def _tool_delta(self, call: Any, t: float) -> ToolCallDelta:
         if not isinstance(call, dict):
             raise StreamProtocolError("a tool call delta is not an object")
+        call_id = _opt_str(call.get("id"))
         index = call.get("index")
-        if not isinstance(index, int):
+        if isinstance(index, bool) or not isinstance(index, int):
             raise StreamProtocolError(f"tool call delta without an integer index: {call!r:.120}")
         fn = call.get("function") or {}
         if not isinstance(fn, dict):
@@ -518,21 +552,27 @@ class ChunkAccumulator:
         acc = self._tools.get(index)
         if acc is None:
             acc = self._tools[index] = _ToolAcc(index)
-        call_id = _opt_str(call.get("id"))
         name = _opt_str(fn.get("name"))
+        if name is not None and name == acc.name:  # repeated in every delta: said once
+            name = None
+        if call_id is not None and call_id == acc.id:
+            call_id = None
         args = fn.get("arguments") or ""
-        self.kept += len(str(args)) + len(name or "")
+        if not isinstance(args, str):  # an object some servers send instead of the JSON string
+            args = json.dumps(args, ensure_ascii=False)
+        self.kept += len(args) + len(name or "")
         if self.kept > self.max_chars:
             raise _TooLarge(f"answer longer than {self.max_chars} characters (content, thinking and tool "
                             "calls together): the rest was not read")
         if call_id:
             acc.id = call_id
         if name:
-            acc.name += name
+            acc.name += name  # a name streamed in pieces is joined
         if args:
-            acc.arguments.append(str(args))
-        self._first_token(t)
-        return ToolCallDelta(index, call_id, name, str(args))
+            acc.arguments.append(args)
+        if args or name or call_id:
+            self._first_token(t)
+        return ToolCallDelta(index, call_id, name, args)
 
 
 def _opt_str(value: Any) -> str | None:

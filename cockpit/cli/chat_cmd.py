@@ -9,6 +9,11 @@ no token for ``idle_timeout_s`` (60 s) mid-answer, is given up on (``--timeout S
 closed, and the error goes to stderr (and into ``--json``) with exit 1. ``--read-timeout S`` (``[engine]
 read_timeout_s``, 600 s) bounds one read that gets no byte at all, where a deadline is off.
 
+Through ``--api-url`` any OpenAI-compatible server will do: ``--api-key KEY`` (or ``OPENAI_API_KEY``) is
+sent as ``Authorization: Bearer …`` and shown nowhere; ``--model`` names the model (default: the served
+name, or the only one the gateway lists); a server without ``/health`` is ready when ``/v1/models``
+answers; a stream without usage gets an *estimated* token count, said so wherever it shows.
+
 What the model and the server say is shown neutralised (``cockpit.safetext``): terminal escapes in an
 answer, its thinking, a tool call or an error message reach the terminal as visible symbols, never as
 escapes; a stream that fails keeps and prints the part of the answer that arrived.
@@ -36,9 +41,13 @@ from cockpit.api import (
     ToolCall,
     load_tools,
 )
+from cockpit.api.apikey import ENV_VAR, parse_key
 from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
+from cockpit.api.choose import ModelChoiceError, choose_model
+from cockpit.api.client import ApiClient
 from cockpit.api.endpoint import ApiEndpoint, rank0_fleet_connected, smoke_through
-from cockpit.api.smoke import all_passed
+from cockpit.api.errors import ApiError
+from cockpit.api.smoke import MODEL_CHOICE, all_passed
 from cockpit.api.status import ApiStatus
 from cockpit.api.stream import ChatResult, StreamDeadlines, StreamStats
 from cockpit.cli.common import (
@@ -52,6 +61,7 @@ from cockpit.cli.common import (
     run_async_fast,
 )
 from cockpit.config import EngineSection
+from cockpit.constants import SERVED_MODEL
 from cockpit.errorcodes import code_for_api_kind
 from cockpit.hosts import Fleet
 from cockpit.safetext import neutralise_block, safe
@@ -74,7 +84,11 @@ def _positive_seconds(text: str) -> float:
 def _add_endpoint_args(p: argparse.ArgumentParser, what: str) -> None:
     engine = EngineSection()
     p.add_argument("--api-url", metavar="URL",
-                   help="reach the API at URL (an authenticated gateway) instead of the SSH tunnel to rank 0")
+                   help="reach the API at URL (a gateway or any OpenAI-compatible server) instead of the SSH "
+                        "tunnel to rank 0")
+    p.add_argument("--api-key", type=parse_key, default=None, metavar="KEY",
+                   help=f"API key sent as 'Authorization: Bearer KEY' (default: ${ENV_VAR}; prefer the "
+                        "variable, a command line is visible to other users). Never shown or written")
     p.add_argument("--wait", type=float, default=0.0, metavar="S",
                    help="wait up to S seconds for the API to become ready (default: do not wait)")
     p.add_argument("--timeout", type=_positive_seconds, default=None, metavar="S",
@@ -89,6 +103,12 @@ def _add_endpoint_args(p: argparse.ArgumentParser, what: str) -> None:
                         "less than the deadlines + 1 s, so it matters where one is 0. Default: cluster.toml "
                         f"[engine] read_timeout_s ({engine.read_timeout_s:g} s)")
     add_json(p)
+
+
+def _add_model_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", metavar="NAME",
+                   help=f"the model to ask (default: {SERVED_MODEL}; with --api-url, if the server does not "
+                        "list that one, the only model it lists)")
 
 
 def deadlines_for(args: argparse.Namespace, engine: EngineSection) -> StreamDeadlines:
@@ -128,8 +148,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "chat", help="send one prompt to the model and stream the answer",
         description="Stream one answer from the deployed model to stdout (thinking text to stderr). "
                     "Defaults are the serving defaults: thinking on, effort xhigh, temperature 1.0, "
-                    "top_p 0.95. Exit 0 on a finished answer, 1 if the stream failed, 2 for bad input, "
-                    "3 if the API is not ready or the tunnel is down.")
+                    "top_p 0.95. Exit 0 on a finished answer, 1 if the stream failed or the API is not "
+                    "ready (or the tunnel is down), 2 for bad input or a --model the server does not list.")
     p.add_argument("prompt", help="the user message")
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=True,
                    help="thinking mode (default: on)")
@@ -142,6 +162,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--image", action="append", default=[], metavar="FILE",
                    help="attach a local image (PNG, JPEG, WebP, GIF; up to 4)")
     p.add_argument("--tools", metavar="FILE", help="JSON file of function tools the model may call")
+    _add_model_arg(p)
     _add_endpoint_args(p, "the answer")
     p.set_defaults(func=run_chat)
 
@@ -150,6 +171,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="/health, /v1/models, the card's request (two sentences about the ocean), a counting "
                     "check and one tool call; pass/fail per step with timings. Exit 1 if any step fails; "
                     "a request that misses its deadline (the engine may be hung) ends the run.")
+    _add_model_arg(s)
     _add_endpoint_args(s, "a request")
     s.set_defaults(func=run_smoke_cmd)
 
@@ -163,7 +185,7 @@ async def open_endpoint(args: argparse.Namespace) -> AsyncIterator[ApiEndpoint]:
     if args.api_url:
         engine = EngineSection()
         async with ApiEndpoint(None, 0, api_url=args.api_url, read_timeout=read_timeout_for(args, engine),
-                               deadlines=deadlines_for(args, engine)) as endpoint:
+                               deadlines=deadlines_for(args, engine), api_key=args.api_key) as endpoint:
             yield endpoint
         return
     _, config = load(args)
@@ -174,7 +196,8 @@ async def open_endpoint(args: argparse.Namespace) -> AsyncIterator[ApiEndpoint]:
         async with ApiEndpoint(fleet, config.cluster.api_port,
                                stream_interval=config.ui.stream_frame_ms / 1000,
                                read_timeout=read_timeout_for(args, config.engine),
-                               deadlines=deadlines_for(args, config.engine)) as endpoint:
+                               deadlines=deadlines_for(args, config.engine),
+                               api_key=args.api_key) as endpoint:
             yield endpoint
     finally:
         await fleet.close()
@@ -182,6 +205,33 @@ async def open_endpoint(args: argparse.Namespace) -> AsyncIterator[ApiEndpoint]:
 
 async def ready_status(endpoint: ApiEndpoint, wait: float) -> ApiStatus:
     return await endpoint.wait_ready(wait) if wait > 0 else await endpoint.check()
+
+
+async def pick_model(client: ApiClient, args: argparse.Namespace, status: ApiStatus) -> str:
+    """The model to ask (see :mod:`cockpit.api.choose`); a choice the user must make is a CliError
+    (exit 2), a server that lists nothing, or refuses the key, exit 1. Through the tunnel without
+    ``--model`` the served name is sent unasked, as always; a list that cannot be read otherwise is
+    said on stderr and the model asked unchecked."""
+    gateway = bool(args.api_url)
+    if not gateway and not args.model:
+        return SERVED_MODEL
+    listed = list(status.models)
+    if not listed:
+        try:
+            listed = [m.id for m in await client.models()]
+        except ApiError as exc:
+            if exc.kind == "unauthorized":
+                raise CliError(f"{exc.message}\n  remedy: {exc.remedy}", EXIT_FAILURE,
+                               code_for_api_kind(exc.kind)) from None
+            model = args.model or SERVED_MODEL
+            print(f"r37-cockpit: cannot list the models ({exc.kind}: {safe(exc.message)}); asking "
+                  f"{safe(model)} unchecked", file=sys.stderr)
+            return str(model)
+    try:
+        return choose_model(listed, args.model, default=SERVED_MODEL, gateway=gateway)
+    except ModelChoiceError as exc:
+        raise CliError(exc.message, EXIT_USAGE if exc.usage else EXIT_FAILURE,
+                       "usage" if exc.usage else "api-http-error") from None
 
 
 def _say_not_ready(args: argparse.Namespace, status: ApiStatus) -> None:
@@ -218,9 +268,12 @@ def tool_call_dict(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "name": call.name, "arguments": args, "arguments_json": call.arguments_json}
 
 
-def result_dict(result: ChatResult | None, stats: StreamStats | None, url: str) -> dict[str, Any]:
-    """What ``chat --json`` prints for a finished (or partial) answer."""
+def result_dict(result: ChatResult | None, stats: StreamStats | None, url: str,
+                model: str | None = None) -> dict[str, Any]:
+    """What ``chat --json`` prints for a finished (or partial) answer. Without usage from the server,
+    ``usage`` is null and ``estimated`` holds the counted figures (``tokens_estimated`` true)."""
     usage = result.usage if result else None
+    estimated = stats is not None and stats.tokens_estimated
     return {
         "api_url": url,
         "text": result.content if result else "",
@@ -234,7 +287,13 @@ def result_dict(result: ChatResult | None, stats: StreamStats | None, url: str) 
         "decode_tps": stats.decode_tps if stats else None,
         "total_s": stats.total_s if stats else None,
         "chunks": stats.chunks if stats else None,
+        "tokens_estimated": estimated,
+        "estimated": None if not estimated or stats is None else {
+            "completion_tokens": stats.estimated_tokens, "decode_tps": stats.estimated_decode_tps,
+            "method": "no usage from the server: one token per streamed text delta (an undercount when a "
+                      "delta holds several)"},
         "model": result.model if result else None,
+        "model_requested": model,
     }
 
 
@@ -246,8 +305,12 @@ def stats_line(result: ChatResult | None, stats: StreamStats | None, *, finished
         parts.append(f"TTFT {stats.ttft_s:.2f} s")
     if stats and stats.decode_tps is not None:
         parts.append(f"{stats.decode_tps:.1f} tok/s")
+    elif stats and stats.estimated_decode_tps is not None:
+        parts.append(f"~{stats.estimated_decode_tps:.1f} tok/s")
     if result and result.usage:
         parts.append(f"{result.usage.completion_tokens} tokens")
+    elif stats and stats.tokens_estimated:
+        parts.append(f"~{stats.estimated_tokens} tokens (estimated: the server sent no usage)")
     if result and finished:
         parts.append(f"finish {result.finish_reason or '?'}")
     return " · ".join(parts)
@@ -305,10 +368,11 @@ async def chat_main(args: argparse.Namespace, session: ChatSession) -> int:
             _say_not_ready(args, status)
             return EXIT_NOT_READY
         client = await endpoint.client()
+        model = await pick_model(client, args, status)
         printer = None if args.json else _Printer(sys.stdout, sys.stderr)
         result: ChatResult | None = None
         error: StreamError | None = None
-        async with client.chat_stream(session.request()) as stream:
+        async with client.chat_stream(session.request(model=model)) as stream:
             async for event in stream:
                 if printer and isinstance(event, ReasoningDelta):
                     printer.reasoning(event.text)
@@ -323,7 +387,7 @@ async def chat_main(args: argparse.Namespace, session: ChatSession) -> int:
         if error is not None and error.partial is not None and error.partial.stats is not None:
             stats = error.partial.stats  # up to when it was given up on
     if args.json:
-        out = result_dict(result, stats, client.base_url)
+        out = result_dict(result, stats, client.base_url, model)
         if error:
             out["error"] = {"kind": error.kind, "code": code_for_api_kind(error.kind),
                             "message": error.message, "remedy": error.remedy}
@@ -354,7 +418,8 @@ def run_chat(args: argparse.Namespace) -> int:
 def step_dict(step: SmokeStep) -> dict[str, Any]:
     return {"name": step.name, "ok": step.ok, "detail": step.detail, "seconds": round(step.seconds, 4),
             "remedy": step.remedy, "kind": step.kind or None,
-            "code": code_for_api_kind(step.kind) if step.kind else None}
+            "code": ("usage" if step.kind == MODEL_CHOICE else code_for_api_kind(step.kind)) if step.kind
+            else None}
 
 
 def _stopped_by(steps: list[SmokeStep]) -> SmokeStep | None:
@@ -367,7 +432,7 @@ async def smoke_main(args: argparse.Namespace) -> list[SmokeStep]:
     async with open_endpoint(args) as endpoint:
         if args.wait > 0:
             await endpoint.wait_ready(args.wait)
-        async for step in smoke_through(endpoint):
+        async for step in smoke_through(endpoint, model=args.model):
             step = replace(step, remedy=remedy(args, step.remedy))  # its commands carry --config if needed
             steps.append(step)
             _print_step(step, args.json)
@@ -400,4 +465,6 @@ def run_smoke_cmd(args: argparse.Namespace) -> int:
               file=sys.stderr)
         if stopped.remedy:
             print(f"  remedy: {safe(stopped.remedy)}", file=sys.stderr)
+    if any(s.kind == MODEL_CHOICE for s in steps):
+        return EXIT_USAGE  # the command line must name (another) model
     return 0 if passed else 1
