@@ -153,14 +153,15 @@ class ApiEndpoint:
             wake.clear()
 
     async def wait_ready(self, timeout: float) -> ApiStatus:
-        """Poll with backoff until ready or ``timeout`` s passed; returns the last status."""
+        """Poll with backoff until ready or ``timeout`` s passed; returns the last status. A refused key
+        (``unauthorized``) ends the wait at once: waiting does not change it."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         delay = 0.25
         while True:
             status = await self.check()
             left = deadline - loop.time()
-            if status.ok or left <= 0:
+            if status.ok or status.state == "unauthorized" or left <= 0:
                 return status
             await asyncio.sleep(min(delay, left))
             delay = min(delay * 2, 4.0)

@@ -202,7 +202,9 @@ def test_chat_tool_call_through_the_cli(server: OpenAIServer, tmp_path: Path) ->
 
 
 def test_chat_without_or_with_a_wrong_key(server: OpenAIServer, tmp_path: Path) -> None:
-    none = cli(tmp_path, "chat", "hi", "--api-url", server.url)
+    t0 = time.monotonic()
+    none = cli(tmp_path, "chat", "hi", "--api-url", server.url, "--wait", "30")
+    assert time.monotonic() - t0 < 15                              # a refused key is not waited out
     assert none.returncode == 1 and "API key needed or refused" in none.stderr
     assert "--api-key" in none.stderr and "OPENAI_API_KEY" in none.stderr
     wrong = cli(tmp_path, "chat", "hi", "--api-url", server.url, "--api-key", WRONG, "--json")
@@ -220,9 +222,11 @@ def test_model_selection_rules(several: OpenAIServer, tmp_path: Path) -> None:
     assert unlisted.returncode == 2 and json.loads(unlisted.stdout)["error"]["code"] == "usage"
     assert "gamma" in unlisted.stderr and "alpha-1b, beta-70b" in unlisted.stderr
     chosen = cli(tmp_path, "chat", "hi", "--no-thinking", "--api-url", several.url, "--model", "beta-70b",
-                 env_key=KEY)
+                 "--json", env_key=KEY)
     assert chosen.returncode == 0, chosen.stderr
     assert several.state.requests[-1]["model"] == "beta-70b"
+    answered = json.loads(chosen.stdout)                          # the server answers with its own alias
+    assert answered["model_requested"] == "beta-70b" and answered["model"] == ALIAS
     smoke = cli(tmp_path, "smoke", "--api-url", several.url, env_key=KEY)
     assert smoke.returncode == 2 and "FAIL  models" in smoke.stdout and "--model" in smoke.stdout
     no_secret_in(tmp_path, ambiguous.stderr, unlisted.stdout, unlisted.stderr, chosen.stdout, chosen.stderr,
