@@ -166,7 +166,7 @@ class ApiClient:
         stream_interval: float = STREAM_INTERVAL,
         deadlines: StreamDeadlines | None = None,
         api_key: ApiKey | str | None = None,
-        env_key: bool = True,
+        env_key: bool = False,
     ) -> None:
         # credentials in the URL go into the Authorization header only: base_url is what messages show
         self.base_url, creds = split_credentials(base_url.rstrip("/"))

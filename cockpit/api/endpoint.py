@@ -44,7 +44,8 @@ class ApiEndpoint:
     Call :meth:`aclose` when done. The fleet is not owned: starting and closing it is the caller's job.
     ``deadlines`` bound every chat request of its client (``[engine]`` in cluster.toml, or ``--timeout``);
     ``health_timeout`` is the total deadline of ``/health`` and ``/v1/models``. ``api_key`` is sent as a
-    bearer key (without one, ``OPENAI_API_KEY`` is; see :class:`ApiClient`).
+    bearer key; without one, ``OPENAI_API_KEY`` is sent to an ``api_url`` (a gateway) only, never
+    through the tunnel to our own engine (the operator's key for some other service stays theirs).
     """
 
     def __init__(self, fleet: Fleet | None, api_port: int, *, api_url: str | None = None,
@@ -109,7 +110,7 @@ class ApiEndpoint:
                 self._client = ApiClient(url, health_timeout=self.health_timeout,
                                          connect_timeout=self.health_timeout, read_timeout=self.read_timeout,
                                          stream_interval=self.stream_interval, deadlines=self.deadlines,
-                                         api_key=self._api_key)
+                                         api_key=self._api_key, env_key=self.api_url is not None)
             return self._client
 
     async def check(self) -> ApiStatus:

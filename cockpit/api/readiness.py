@@ -52,12 +52,12 @@ async def probe(url: str, model: str, timeout: float = 5.0, *, api_key: ApiKey |
                 gateway: bool = False) -> ApiStatus:
     """Ask /health (or, without one, /v1/models), then /v1/models for `model`, at `url`.
 
-    `api_key`: sent as a bearer key; without one, `OPENAI_API_KEY` is (see `ApiClient`). `gateway`
+    `api_key`: sent as a bearer key; without one, `OPENAI_API_KEY` is to a gateway only. `gateway`
     (`--api-url`): a server that does not list `model` but lists exactly one other is ready with that
     one (what `chat` and `smoke` would ask; `choose.choose_model`).
     """
     async with ApiClient(url, connect_timeout=timeout, read_timeout=timeout, health_timeout=timeout,
-                         api_key=api_key) as api:
+                         api_key=api_key, env_key=gateway) as api:
         health = await look(api)
         if not health.ok:
             return replace(health, url=url)

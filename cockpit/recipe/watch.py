@@ -318,7 +318,7 @@ class ClusterWatcher:
             if self._client is not None:
                 with contextlib.suppress(Exception):
                     await self._client.aclose()
-            self._client = ApiClient(url, connect_timeout=5, read_timeout=5)
+            self._client = ApiClient(url, connect_timeout=5, read_timeout=5, env_key=self.api_url is not None)
         try:
             text = await read_metrics_text(self._client)
         except Exception:   # unreadable now: the next readiness probe says how the API is

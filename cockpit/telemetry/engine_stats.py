@@ -65,8 +65,9 @@ class Snapshot:
     """One ``/metrics`` text, read: ``values[sample name][sorted label pairs] = value`` for the families
     this module uses. ``at``: seconds on the caller's clock (:func:`time.monotonic` in
     :func:`read_snapshot`; the stats monitor passes :func:`time.time`, so that readings can be aged and
-    shown with wall times; a clock that steps back starts a new series). ``error``: why the text could not be read (then ``values`` may be partial
-    or empty); ``skipped``: lines the parser rejected when the rest was still read."""
+    shown with wall times; a clock that steps back starts a new series). ``error``: why the text could
+    not be read (then ``values`` may be partial or empty); ``skipped``: lines the parser rejected when
+    the rest was still read."""
 
     at: float
     values: Mapping[str, Mapping[Labels, float]] = field(default_factory=dict)

@@ -69,9 +69,10 @@ def test_which_key_a_client_sends(monkeypatch: pytest.MonkeyPatch) -> None:
         return client._http.headers.get("Authorization")
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    assert auth(ApiClient("http://h:1")) == "Bearer sk-from-env"
+    assert auth(ApiClient("http://h:1", env_key=True)) == "Bearer sk-from-env"     # a gateway
+    assert auth(ApiClient("http://h:1")) is None              # our own engine never gets the operator's key
     assert auth(ApiClient("http://h:1", api_key=KEY)) == f"Bearer {KEY}"
-    assert auth(ApiClient("http://u:p@h:1")).startswith("Basic ")            # the URL's own credentials
+    assert auth(ApiClient("http://u:p@h:1", env_key=True)).startswith("Basic ")  # the URL's credentials
     assert auth(ApiClient("http://u:p@h:1", api_key=KEY)) == f"Bearer {KEY}"  # the key given wins
     assert auth(ApiClient("http://h:1", env_key=False)) is None
     monkeypatch.delenv("OPENAI_API_KEY")
