@@ -22,6 +22,7 @@ Typed commands (Enter sends anything else as a message): /temp T, /top_p P, /max
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -55,6 +56,7 @@ from cockpit.api import (
     load_tools,
 )
 from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
+from cockpit.api.choose import ModelChoiceError, choose_model
 from cockpit.api.endpoint import ApiEndpoint, EndpointDown, smoke_through
 from cockpit.api.errors import REMEDY_PROTOCOL
 from cockpit.api.smoke import all_passed
@@ -87,6 +89,7 @@ STATE_LOOK = {  # the API's state → (mark, role)
     "unreachable": ("◌", "warn"),
     "timeout": ("◌", "warn"),
     "http_error": ("✗", "fail"),
+    "unauthorized": ("✗", "fail"),
 }
 UNKNOWN_LOOK = ("?", "unknown")
 HINT_LABELS = {"stop": "stop", "toggle_thinking": "thinking", "cycle_effort": "effort",
@@ -204,6 +207,7 @@ class ChatPane(Pane):
         mark, style = STATE_LOOK.get(state, UNKNOWN_LOOK)
         label = {"ready": "API ready", "tunnel_down": "tunnel down", "engine_dead": "engine dead",
                  "checking": "checking the API", "http_error": "API error",
+                 "unauthorized": "API key needed or refused",
                  "down": "no model running"}.get(state, "API not ready")
         text = Text.assemble((f"{mark} {label}", style), "  ")
         if s is None or s.ready:
@@ -381,10 +385,21 @@ class ChatPane(Pane):
             return
         self.send(text)
 
+    def _model(self) -> str:
+        """The session's model; through an --api-url gateway that does not serve it but serves exactly
+        one model, that one (the rule `chat --api-url` follows: `api.choose.choose_model`)."""
+        wanted = self.session.settings.model
+        s = self.api_status
+        if self.ctx.api_url and s is not None and s.models:
+            with contextlib.suppress(ModelChoiceError):
+                return choose_model(s.models, None, default=wanted, gateway=True)
+        return wanted
+
     def _next_request(self) -> ChatRequest:
         """The session's next request, with usage in every chunk (live token counts in the turn)."""
         return self.session.request(
-            extra={"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+            model=self._model(),
+            extra={"stream_options": {"include_usage": True, "continuous_usage_stats": True}},
         )
 
     def send(self, text: str) -> None:
