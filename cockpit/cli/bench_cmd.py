@@ -17,14 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from cockpit.api.endpoint import ApiEndpoint, rank0_fleet_connected
-from cockpit.api.urls import redact
-from cockpit.bench import prompts as P
-from cockpit.bench.gate import Refusal, cluster_refusal, idle_refusal
-from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone, Runner
-from cockpit.bench.store import RunStore, StoreError, default_dir
-from cockpit.bench.suite import SUITES, parse_concurrency, plan_for
-from cockpit.bench.summary import CompareError, load_earlier
+from cockpit.api.client import ApiClient
+from cockpit.api.endpoint import ApiEndpoint
+from cockpit.api.status import ApiStatus
+from cockpit.bench import session as S
+from cockpit.bench.gate import Refusal
+from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone
+from cockpit.bench.suite import SUITES, parse_concurrency
 from cockpit.cli.chat_cmd import (
     _add_endpoint_args,
     _add_model_arg,
@@ -44,7 +43,6 @@ from cockpit.cli.common import (
     run_async_fast,
 )
 from cockpit.config import EngineSection
-from cockpit.hosts import Fleet
 from cockpit.safetext import safe
 
 BAR_WIDTH = 28
@@ -166,7 +164,8 @@ def _refuse(args: argparse.Namespace, refusal: Refusal) -> int:
 
 @contextlib.asynccontextmanager
 async def _endpoint(args: argparse.Namespace) -> Any:
-    """(endpoint, refusal or None): ``--api-url``, or the tunnel after the live model's look at every rank."""
+    """(endpoint, refusal or None, engine section): ``--api-url``, or the tunnel after the live model's
+    look at every rank."""
     if args.api_url:
         engine = EngineSection()
         async with ApiEndpoint(None, 0, api_url=args.api_url, read_timeout=read_timeout_for(args, engine),
@@ -174,51 +173,37 @@ async def _endpoint(args: argparse.Namespace) -> Any:
             yield endpoint, None, engine
         return
     _, config = load(args)
-    fleet = Fleet(config)
-    try:
-        fleet.start()
-        await fleet.wait_connected(config.ssh.connect_timeout + 2)
-        refusal = await cluster_refusal(fleet, config)
-        await rank0_fleet_connected(fleet, config.ssh.connect_timeout + 2)
-        async with ApiEndpoint(fleet, config.cluster.api_port,
-                               read_timeout=read_timeout_for(args, config.engine),
-                               deadlines=deadlines_for(args, config.engine),
-                               api_key=args.api_key) as endpoint:
-            yield endpoint, refusal, config.engine
-    finally:
-        await fleet.close()
+    async with S.cluster_endpoint(config, read_timeout=read_timeout_for(args, config.engine),
+                                  deadlines=deadlines_for(args, config.engine),
+                                  api_key=args.api_key) as (endpoint, refusal):
+        yield endpoint, refusal, config.engine
 
 
-async def bench_main(args: argparse.Namespace, prompts: P.PromptSet, earlier: dict[str, Any] | None) -> int:
-    plan = plan_for(args.suite, prompts, args.concurrency)
+def _options(args: argparse.Namespace) -> S.Options:
+    return S.Options(suite=args.suite, concurrency=args.concurrency, prompts_file=args.prompts,
+                     out=Path(args.out) if args.out else None, compare=args.compare, idle_s=args.idle,
+                     wait_s=args.wait, timeout_s=args.timeout)
+
+
+async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
     progress = Progress(sys.stderr)
     async with _endpoint(args) as (endpoint, refusal, engine):
         if refusal is not None:
             return _refuse(args, refusal)
-        status = await (endpoint.wait_ready(args.wait) if args.wait > 0 else endpoint.check())
-        if not status.ok:
-            return _refuse(args, Refusal(f"API not ready ({status.state}): {status.message}", status.remedy))
-        client = await endpoint.client()
-        busy = await idle_refusal(client)
-        if busy is not None:
-            return _refuse(args, busy)
-        model = await pick_model(client, args, status)
-        out = Path(args.out) if args.out else default_dir()
+
+        async def choose(client: ApiClient, status: ApiStatus) -> str:
+            return await pick_model(client, args, status)
+
         try:
-            store = RunStore(out)
-        except StoreError as exc:
-            raise CliError(str(exc), EXIT_USAGE, "file-exists") from None
-        if args.api_url:
-            progress(Note("--api-url: the cluster's ranks are not looked at, only the API", warning=False))
-        config = {"suite": args.suite, "api_url": redact(client.base_url), "via": endpoint.via,
-                  "concurrency": list(plan.concurrency), "prompts_file": args.prompts,
-                  "compare": args.compare, "idle_s": args.idle,
-                  "deadlines": {"first_token_s": engine.first_token_timeout_s,
-                                "idle_s": engine.idle_timeout_s}
-                  if args.timeout is None else {"both_s": args.timeout}}
-        runner = Runner(client, model, plan, prompts, store=store, emit=progress, config=config,
-                        deadlines=endpoint.deadlines, idle_s=args.idle, earlier=earlier)
-        print(f"bench {args.suite}: {model} at {redact(client.base_url)}; records in {out}", file=sys.stderr)
+            ready = await S.prepare(endpoint, _options(args), inputs, emit=progress, choose=choose,
+                                    engine_deadlines={"first_token_s": engine.first_token_timeout_s,
+                                                      "idle_s": engine.idle_timeout_s})
+        except S.SetupError as exc:
+            raise CliError(exc.message, EXIT_USAGE, exc.code) from None
+        if isinstance(ready, Refusal):
+            return _refuse(args, ready)
+        runner, out = ready.runner, ready.out
+        print(f"bench {args.suite}: {ready.model} at {ready.url}; records in {out}", file=sys.stderr)
         task = asyncio.ensure_future(runner.run())
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -280,16 +265,7 @@ def render_text(s: dict[str, Any], out: Path) -> str:
 
 def run_bench(args: argparse.Namespace) -> int:
     try:
-        prompts = P.load(args.prompts)
-    except P.PromptFileError as exc:
-        raise CliError(f"prompt set: {exc}", EXIT_USAGE, "usage") from None
-    earlier = None
-    if args.compare:
-        try:
-            earlier = load_earlier(args.compare)
-        except CompareError as exc:
-            raise CliError(f"--compare: {exc}", EXIT_USAGE, "usage") from None
-    if args.out and Path(args.out).exists():
-        raise CliError(f"{args.out} exists: a run never overwrites earlier records (give another --out DIR)",
-                       EXIT_USAGE, "file-exists")
-    return run_async_fast(bench_main(args, prompts, earlier))
+        inputs = S.load_inputs(_options(args))
+    except S.SetupError as exc:
+        raise CliError(exc.message, EXIT_USAGE, exc.code) from None
+    return run_async_fast(bench_main(args, inputs))

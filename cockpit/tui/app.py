@@ -33,6 +33,7 @@ from cockpit.tui.header import ClusterHeader
 from cockpit.tui.keys import action_name, current_bindings
 from cockpit.tui.messages import ClusterChanged, HostStatusChanged, StatsChanged
 from cockpit.tui.pane import Pane
+from cockpit.tui.panes.bench import BenchPane
 from cockpit.tui.panes.chat import ChatPane
 from cockpit.tui.panes.hosts import HostsPane
 from cockpit.tui.panes.launch import LaunchPane
@@ -51,6 +52,7 @@ PANES: tuple[tuple[str, type[Pane]], ...] = (
     ("logs", LogsPane),
     ("stats", StatsPane),
     ("chat", ChatPane),
+    ("bench", BenchPane),
 )
 WORKER_REMEDY = ("the pane is usable again: press its key to retry; if it fails again, run `{headless}` "
                  "in a shell for the full error")

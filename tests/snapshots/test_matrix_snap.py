@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import pytest
+from test_bench_snap import scene as bench_scene
 from test_chat_snap import scene as chat_scene
 from test_hosts_snap import scene as hosts_scene
 from test_launch_snap import scene as launch_scene
@@ -22,7 +23,7 @@ THEMES = ("cockpit-dark", "cockpit-light")
 Scene = Callable[[CockpitApp, object], Awaitable[None]]
 SCENES: dict[str, Scene] = {"hosts": hosts_scene, "preflight": preflight_scene, "setup": setup_scene,
                             "launch": launch_scene, "logs": logs_scene, "stats": stats_scene,
-                            "chat": chat_scene}
+                            "chat": chat_scene, "bench": bench_scene}
 
 
 def _run(app: CockpitApp, scene: Scene, theme: str) -> Callable[[object], Awaitable[None]]:

@@ -1,0 +1,169 @@
+"""Starting a benchmark run, one way for ``r37-cockpit bench`` and the Bench pane.
+
+:func:`load_inputs` reads the prompt set and any earlier run to compare with; :func:`cluster_endpoint`
+opens the SSH tunnel to rank 0 after the live model's look at every rank (a caller that has a fleet
+running already asks :func:`~cockpit.bench.gate.cluster_refusal` itself); :func:`prepare` checks the
+API (ready, idle), picks the model, makes the records directory and builds the :class:`Runner`, or
+returns the :class:`Refusal` that stops it. The runner writes the records and the summary when it ends
+(also when cancelled or failed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cockpit.api.apikey import ApiKey
+from cockpit.api.choose import ModelChoiceError, choose_model
+from cockpit.api.client import ApiClient
+from cockpit.api.endpoint import ApiEndpoint, EndpointDown, rank0_fleet_connected
+from cockpit.api.errors import ApiError
+from cockpit.api.status import ApiStatus
+from cockpit.api.stream import StreamDeadlines
+from cockpit.api.urls import redact
+from cockpit.bench import prompts as P
+from cockpit.bench.gate import Refusal, cluster_refusal, idle_refusal
+from cockpit.bench.runner import BenchEvent, Note, Runner
+from cockpit.bench.store import RunStore, StoreError, default_dir
+from cockpit.bench.suite import SuiteName, plan_for
+from cockpit.bench.summary import CompareError, load_earlier
+from cockpit.config import ClusterConfig
+from cockpit.constants import SERVED_MODEL
+from cockpit.hosts import Fleet
+
+ModelPicker = Callable[[ApiClient, ApiStatus], Awaitable[str]]
+"""Chooses the model to ask (the CLI's raises its own errors; see :func:`pick_model`)."""
+
+
+class SetupError(Exception):
+    """A run cannot be set up from what was given (a prompt file, a compare dir, the records dir, the
+    model): ``code`` names which, for the CLI's exit codes."""
+
+    def __init__(self, message: str, code: str = "usage", remedy: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.remedy = remedy
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What a run measures and where it keeps its records (the CLI's flags, the pane's choices)."""
+
+    suite: SuiteName = "quick"
+    concurrency: tuple[int, ...] | None = None
+    prompts_file: str | None = None
+    out: Path | None = None
+    compare: str | None = None
+    idle_s: float = 45.0
+    wait_s: float = 0.0
+    timeout_s: float | None = None     # --timeout (both deadlines), for the run's config record
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    prompts: P.PromptSet
+    earlier: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A run ready to start: ``await runner.run()``."""
+
+    runner: Runner
+    model: str
+    out: Path
+    url: str        # redacted
+
+
+def load_inputs(options: Options) -> Inputs:
+    """The prompt set and the earlier summary; raises :class:`SetupError`."""
+    try:
+        prompts = P.load(options.prompts_file)
+    except P.PromptFileError as exc:
+        raise SetupError(f"prompt set: {exc}") from None
+    earlier = None
+    if options.compare:
+        try:
+            earlier = load_earlier(options.compare)
+        except CompareError as exc:
+            raise SetupError(f"--compare: {exc}") from None
+    if options.out is not None and options.out.exists():
+        raise SetupError(f"{options.out} exists: a run never overwrites earlier records (give another "
+                         "--out DIR)", "file-exists")
+    return Inputs(prompts, earlier)
+
+
+@contextlib.asynccontextmanager
+async def cluster_endpoint(config: ClusterConfig, *, read_timeout: float, deadlines: StreamDeadlines,
+                           api_key: ApiKey | None = None
+                           ) -> AsyncIterator[tuple[ApiEndpoint, Refusal | None]]:
+    """A fleet of its own: the live model's verdict (a refusal unless ready), then the tunnel to rank 0."""
+    fleet = Fleet(config)
+    try:
+        fleet.start()
+        await fleet.wait_connected(config.ssh.connect_timeout + 2)
+        refusal = await cluster_refusal(fleet, config)
+        await rank0_fleet_connected(fleet, config.ssh.connect_timeout + 2)
+        async with ApiEndpoint(fleet, config.cluster.api_port, read_timeout=read_timeout,
+                               deadlines=deadlines, api_key=api_key) as endpoint:
+            yield endpoint, refusal
+    finally:
+        await fleet.close()
+
+
+async def pick_model(client: ApiClient, status: ApiStatus, *, wanted: str | None = None,
+                     gateway: bool = False) -> str:
+    """The model to ask, by :func:`cockpit.api.choose.choose_model`; raises :class:`SetupError`."""
+    if not gateway and not wanted:
+        return SERVED_MODEL
+    listed = list(status.models)
+    if not listed:
+        try:
+            listed = [m.id for m in await client.models()]
+        except ApiError as exc:
+            raise SetupError(f"the models cannot be listed: {exc.message}", "api", exc.remedy) from None
+    try:
+        return choose_model(listed, wanted, default=SERVED_MODEL, gateway=gateway)
+    except ModelChoiceError as exc:
+        raise SetupError(exc.message, "usage" if exc.usage else "api") from None
+
+
+async def prepare(endpoint: ApiEndpoint, options: Options, inputs: Inputs, *,
+                  emit: Callable[[BenchEvent], None] | None = None, choose: ModelPicker | None = None,
+                  engine_deadlines: dict[str, Any] | None = None) -> Prepared | Refusal:
+    """Check the API (ready, then idle by ``/metrics``), pick the model, make the records directory and
+    build the runner; or the refusal, with nothing sent but the checks and nothing written. Raises
+    :class:`SetupError` (the records directory, the model)."""
+    status = await (endpoint.wait_ready(options.wait_s) if options.wait_s > 0 else endpoint.check())
+    if not status.ok:
+        return Refusal(f"API not ready ({status.state}): {status.message}", status.remedy, "bench-not-ready")
+    try:
+        client = await endpoint.client()
+    except EndpointDown as exc:
+        return Refusal(exc.status.message, exc.status.remedy, "bench-not-ready")
+    busy = await idle_refusal(client)
+    if busy is not None:
+        return busy
+    gateway = endpoint.via == "gateway"
+    model = await (choose(client, status) if choose is not None else pick_model(client, status,
+                                                                                 gateway=gateway))
+    out = options.out or default_dir()
+    try:
+        store = RunStore(out)
+    except StoreError as exc:
+        raise SetupError(str(exc), "file-exists") from None
+    plan = plan_for(options.suite, inputs.prompts, options.concurrency)
+    if gateway and emit is not None:
+        emit(Note("--api-url: the cluster's ranks are not looked at, only the API", warning=False))
+    config = {"suite": options.suite, "api_url": redact(client.base_url), "via": endpoint.via,
+              "concurrency": list(plan.concurrency), "prompts_file": options.prompts_file,
+              "compare": options.compare, "idle_s": options.idle_s,
+              "deadlines": ({"both_s": options.timeout_s} if options.timeout_s is not None
+                            else engine_deadlines or {})}
+    runner = Runner(client, model, plan, inputs.prompts, store=store, emit=emit, config=config,
+                    deadlines=endpoint.deadlines, idle_s=options.idle_s, earlier=inputs.earlier)
+    return Prepared(runner, model, out, redact(client.base_url))

@@ -1,0 +1,95 @@
+"""Text bar charts of a benchmark summary: per-stream decode and aggregate against concurrency, prefill
+rate against context. Bars are eighth-blocks in a role; an unknown figure is "–" with no bar (never 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+
+PARTIAL = " ▏▎▍▌▋▊▉"
+FULL = "█"
+UNKNOWN = "–"
+
+
+def bar_chars(value: float, top: float, width: int) -> str:
+    """`value` of `top` as a bar of at most `width` cells (eighths at the end)."""
+    if width <= 0 or top <= 0 or not math.isfinite(value) or value <= 0:
+        return ""
+    eighths = round(min(value / top, 1.0) * width * 8)
+    full, rest = divmod(eighths, 8)
+    return FULL * full + (PARTIAL[rest] if rest else "")
+
+
+def bar_chart(title: str, unit: str, rows: Sequence[tuple[str, float | None]], width: int,
+              style: str = "accent") -> Text:
+    """A titled horizontal bar chart, one row per (label, value), scaled to the largest value, `width`
+    cells wide at most."""
+    out = Text(title, style="bold")
+    out.append(f" ({unit})", style="muted")
+    if not rows:
+        out.append("\n  nothing measured", style="muted")
+        return out
+    known = [v for _, v in rows if v is not None and math.isfinite(v)]
+    top = max(known, default=0.0)
+    label_w = max(len(label) for label, _ in rows)
+    figures = [UNKNOWN if v is None or not math.isfinite(v) else f"{v:,.1f}" for _, v in rows]
+    figure_w = max(len(f) for f in figures)
+    bar_w = max(width - label_w - figure_w - 5, 4)
+    for (label, value), figure in zip(rows, figures, strict=True):
+        out.append("\n  ")
+        out.append(label.rjust(label_w), style="muted")
+        out.append(" ")
+        bar = "" if value is None else bar_chars(value, top, bar_w)
+        out.append(bar, style=style)
+        out.append(" " * (bar_w - len(bar) + 1))
+        out.append(figure.rjust(figure_w), style="" if value is not None else "muted")
+    return out
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _tokens(n: Any) -> str:
+    return f"{n // 1024}k" if isinstance(n, int) and n % 1024 == 0 and n else str(n)
+
+
+def decode_rows(summary: dict[str, Any], key: str) -> list[tuple[str, float | None]]:
+    """(``C<n>``, the headline's ``key``) per concurrency; without a headline (no headline category
+    measured) the mean of the cells measured at that concurrency."""
+    rows = []
+    heads = {r.get("concurrency"): r for r in summary.get("headline", []) if isinstance(r, dict)}
+    cells = [c for c in summary.get("decode", []) if isinstance(c, dict)]
+    for c in sorted({x for x in (*heads, *(c.get("concurrency") for c in cells)) if isinstance(x, int)}):
+        value = _num(heads.get(c, {}).get(key))
+        if value is None:
+            found = [v for v in (_num(x.get(key)) for x in cells if x.get("concurrency") == c)
+                     if v is not None]
+            value = sum(found) / len(found) if found else None
+        rows.append((f"C{c}", value))
+    return rows
+
+
+def prefill_rows(summary: dict[str, Any]) -> list[tuple[str, float | None]]:
+    return [(_tokens(r.get("target_tokens")), _num(r.get("prefill_tps")) if r.get("ok", True) else None)
+            for r in summary.get("prefill", []) if isinstance(r, dict)]
+
+
+def plots(summary: dict[str, Any], width: int) -> Text:
+    """The three charts, one under the other, each at most `width` cells wide."""
+    width = max(min(width, 100), 30)
+    out = bar_chart("Per-stream decode against concurrency", "tok/s, TTFT excluded",
+                    decode_rows(summary, "per_stream_tps"), width, "accent")
+    out.append("\n\n")
+    out.append_text(bar_chart("Aggregate against concurrency", "tok/s, batch wall time",
+                              decode_rows(summary, "aggregate_tps"), width, "ok.soft"))
+    out.append("\n\n")
+    out.append_text(bar_chart("Prefill rate against context", "tok/s, prompt tokens / TTFT",
+                              prefill_rows(summary), width, "highlight"))
+    return out

@@ -1,0 +1,159 @@
+"""The Bench pane against the simulated engine served alone (``--api-url``): a quick run completes and
+shows its summary and records; a busy API is refused with the reason and nothing is written; a cancelled
+run keeps its records, marked cancelled, and leaves nothing running on the server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.theme import Theme
+from textual.widgets import Static
+
+from cockpit.api.chat import ChatRequest
+from cockpit.api.client import ApiClient
+from cockpit.api.liveness import read_sample
+from cockpit.bench import prompts as P
+from cockpit.bench.runner import CellStarted
+from cockpit.config import ClusterConfig
+from cockpit.constants import SERVED_MODEL
+from cockpit.sim.engine.spawn import start_ready
+from cockpit.tui.app import CockpitApp
+from cockpit.tui.panes.bench import BenchPane
+from cockpit.tui.styles import ROLES
+
+SPEED = 20.0
+SIZE = (160, 48)
+
+
+@pytest.fixture(scope="module")
+def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("engine") / "engine.log"
+    proc, url = start_ready(log, "--speed", str(SPEED))
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _app(config: ClusterConfig, url: str) -> CockpitApp:
+    return CockpitApp(config, connect=False, api_url=url)
+
+
+async def _until(pilot: Any, done: Any, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        await pilot.pause(0.05)
+
+
+def _screen(app: CockpitApp) -> str:
+    """The text of every Static of the pane, rendered at 158 columns (also what is scrolled away)."""
+    console = Console(file=io.StringIO(), width=158, color_system=None,
+                      theme=Theme({role: "none" for role in ROLES}))
+    for widget in app.query_one(BenchPane).query(Static):
+        console.print(widget.content)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+async def test_a_quick_run_completes_and_shows_the_summary(fixed_config: ClusterConfig, engine_url: str,
+                                                           tmp_path: Path) -> None:
+    app = _app(fixed_config, engine_url)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("8")
+        pane = app.query_one(BenchPane)
+        assert pane.shown and pane.suite == "quick"
+        pane.results_base = tmp_path
+        await pilot.press("r")
+        await _until(pilot, lambda: pane.phase in ("running", "finished", "refused"), 20)
+        assert pane.phase != "refused", pane.refusal
+        await _until(pilot, lambda: pane.cell is not None and pane.last, 20)
+        running = _screen(app)
+        assert "elapsed" in running and "ETA" in running and "last requests" in running
+        await _until(pilot, lambda: pane.phase == "finished", 240)
+        assert pane.summary is not None and pane.summary["status"] == "complete", pane.summary
+        assert pane.out is not None and pane.out.parent == tmp_path / "bench" / "results"
+        assert json.loads((pane.out / "summary.json").read_text())["status"] == "complete"
+        shown = _screen(app)
+        for text in ("benchmark complete", "Decode", "headline", "Prefill", "Needle", "Vision and tools 6/7",
+                     "Compared with the recipe card", str(pane.out)):
+            assert text in shown, text
+        assert "extra tool returned" in shown          # the failed check's reason
+        await pilot.press("p")
+        plots = _screen(app)
+        assert "Per-stream decode against concurrency" in plots and "Prefill rate against context" in plots
+        assert "█" in plots
+
+
+async def _busy(client: ApiClient) -> asyncio.Task[Any]:
+    text = P.unique_text("Write an essay about rain.", "busy", 1)
+    request = ChatRequest([{"role": "user", "content": text}], model=SERVED_MODEL, thinking=False,
+                          temperature=0.0, max_tokens=20000)
+    task = asyncio.create_task(client.chat_streamed(request))
+    for _ in range(100):
+        if (await read_sample(client)).running:
+            return task
+        await asyncio.sleep(0.05)
+    raise AssertionError("the request never showed as running")
+
+
+async def test_a_busy_api_is_refused_and_nothing_started(fixed_config: ClusterConfig, engine_url: str,
+                                                         tmp_path: Path) -> None:
+    async with ApiClient(engine_url) as client:
+        task = await _busy(client)
+        try:
+            app = _app(fixed_config, engine_url)
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.press("8")
+                pane = app.query_one(BenchPane)
+                pane.results_base = tmp_path
+                await pilot.press("r")
+                await _until(pilot, lambda: pane.phase not in ("idle", "checking"), 20)
+                assert pane.phase == "refused" and pane.refusal is not None
+                assert pane.refusal.code == "bench-busy"
+                shown = _screen(app)
+                assert "benchmark refused: the API is busy: 1 running" in shown
+                assert "remedy: Wait until the other requests are done" in shown
+                assert not (tmp_path / "bench").exists()
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+async def test_cancel_keeps_the_records_marked_cancelled(fixed_config: ClusterConfig, engine_url: str,
+                                                         tmp_path: Path) -> None:
+    app = _app(fixed_config, engine_url)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("8")
+        pane = app.query_one(BenchPane)
+        pane.results_base = tmp_path
+        await pilot.press("r")
+        await _until(pilot, lambda: isinstance(pane.cell, CellStarted) and pane.cell.cell == "prose C8", 60)
+        await pilot.press("x")
+        await _until(pilot, lambda: pane.phase == "finished", 30)
+        assert pane.summary is not None and pane.summary["status"] == "cancelled"
+        assert pane.out is not None
+        summary = json.loads((pane.out / "summary.json").read_text())
+        assert summary["status"] == "cancelled"
+        assert (pane.out / "requests.jsonl").exists()
+        assert "benchmark cancelled" in _screen(app)
+    async with ApiClient(engine_url) as client:
+        deadline = time.monotonic() + 3
+        while (s := await read_sample(client)).running + s.waiting and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert s.running + s.waiting == 0
