@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 from simcluster import TEST_SPEED, SimCluster
@@ -158,6 +159,22 @@ async def test_hang_alerts_the_engine(serving: SimCluster) -> None:
             set_fault(serving.root(0), "hang", False)
             load.kill()
             load.wait()
+
+
+async def test_bench_through_the_tunnel_refuses_while_the_api_is_busy(serving: SimCluster,
+                                                                       tmp_path: Path) -> None:
+    """The benchmark's gate on a launched cluster: every rank up, but a request running: refused, with
+    the reason, and nothing written."""
+    async with _monitor(serving) as mon:
+        load = _load(serving)
+        try:
+            await _until(mon, lambda: (mon.stats.engine.running or 0) > 0, 30, "a request running")
+            res = await asyncio.to_thread(cli, serving, "bench", "--out", str(tmp_path / "run"))
+        finally:
+            load.kill()
+            load.wait()
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "running" in res.stderr and not (tmp_path / "run").exists()
 
 
 async def test_a_lost_host_goes_stale_and_its_channel_starts_again(serving: SimCluster) -> None:
