@@ -8,8 +8,12 @@ several (and no ``--model``) is an error that lists them, as is a ``--model`` th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from cockpit.api.errors import one_line
+
+if TYPE_CHECKING:
+    from cockpit.api.client import ApiClient
 
 MAX_LISTED = 20
 """The most model names an error lists (the rest are counted)."""
@@ -50,3 +54,14 @@ def choose_model(listed: Sequence[str], wanted: str | None, *, default: str, gat
         raise ModelChoiceError("/v1/models lists no model: there is nothing to ask", usage=False)
     raise ModelChoiceError(f"the server lists {len(listed)} models and none is {default}: choose one with "
                            f"--model NAME ({listing(listed)})", usage=True, listed=listed)
+
+
+async def resolve_model(client: ApiClient, listed: Sequence[str], wanted: str | None, *, default: str,
+                        gateway: bool) -> str:
+    """:func:`choose_model` with the list read from ``client`` when ``listed`` (a readiness probe's) is
+    empty. Through the tunnel without ``wanted`` the served name is sent unasked. Raises
+    :class:`ModelChoiceError`, or :class:`ApiError` when the list cannot be read."""
+    if not gateway and not wanted:
+        return default
+    names = list(listed) or [m.id for m in await client.models()]
+    return choose_model(names, wanted, default=default, gateway=gateway)

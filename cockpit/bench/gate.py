@@ -36,7 +36,9 @@ async def cluster_refusal(fleet: Fleet, cfg: ClusterConfig, *, timeout: float = 
     report = await cluster_status(fleet, cfg, timeout=timeout)
     verdict = report.verdict
     if verdict.state != "ready":
-        return Refusal(f"the cluster is not ready: {verdict.summary}", verdict.remedy, "bench-not-ready")
+        return Refusal(f"the cluster is not ready: {verdict.summary}",
+                       verdict.remedy or "launch the cluster (pane 4, or `r37-cockpit launch`) and wait for "
+                                         "READY, then benchmark", "bench-not-ready")
     return None
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.api.apikey import ApiKey
-from cockpit.api.choose import ModelChoiceError, choose_model
+from cockpit.api.choose import ModelChoiceError, resolve_model
 from cockpit.api.client import ApiClient
 from cockpit.api.endpoint import ApiEndpoint, EndpointDown, rank0_fleet_connected
 from cockpit.api.errors import ApiError
@@ -117,17 +117,11 @@ async def cluster_endpoint(config: ClusterConfig, *, read_timeout: float, deadli
 
 async def pick_model(client: ApiClient, status: ApiStatus, *, wanted: str | None = None,
                      gateway: bool = False) -> str:
-    """The model to ask, by :func:`cockpit.api.choose.choose_model`; raises :class:`SetupError`."""
-    if not gateway and not wanted:
-        return SERVED_MODEL
-    listed = list(status.models)
-    if not listed:
-        try:
-            listed = [m.id for m in await client.models()]
-        except ApiError as exc:
-            raise SetupError(f"the models cannot be listed: {exc.message}", "api", exc.remedy) from None
+    """The model to ask, by :func:`cockpit.api.choose.resolve_model`; raises :class:`SetupError`."""
     try:
-        return choose_model(listed, wanted, default=SERVED_MODEL, gateway=gateway)
+        return await resolve_model(client, status.models, wanted, default=SERVED_MODEL, gateway=gateway)
+    except ApiError as exc:
+        raise SetupError(f"the models cannot be listed: {exc.message}", "api", exc.remedy) from None
     except ModelChoiceError as exc:
         raise SetupError(exc.message, "usage" if exc.usage else "api") from None
 

@@ -121,13 +121,15 @@ def load_earlier(directory: str | Path) -> dict[str, Any]:
 def build_summary(run: Runner, earlier: dict[str, Any] | None = None) -> dict[str, Any]:
     """The summary of a run so far (also of one cancelled or failed: ``status`` says which)."""
     decode = [c.to_dict() for c in run.decode]
-    failed = sum(1 for r in run.records if not r.ok and r.kind != "warmup")
+    measured = [r for r in run.records if r.kind != "warmup"]
+    cancelled = sum(1 for r in measured if not r.ok and (r.error or {}).get("kind") == "cancelled")
+    failed = sum(1 for r in measured if not r.ok) - cancelled
     s: dict[str, Any] = {
         "format": FORMAT, "version": VERSION, "cockpit": __version__,
         "status": run.status, "reason": run.reason,
         "suite": run.plan.suite, "model": run.model, "api_url": redact(run.client.base_url),
         "started_at": run.started_at, "ended_at": run.ended_at,
-        "requests": sum(1 for r in run.records if r.kind != "warmup"), "failed_requests": failed,
+        "requests": len(measured), "failed_requests": failed, "cancelled_requests": cancelled,
         "prompts": run.prompts.to_dict(),
         "decode": decode,
         "headline": headline(run.decode, run.prompts.headline),
@@ -209,13 +211,19 @@ def _probe_after(p: dict[str, Any]) -> str:
     return "back-to-back" if p.get("back_to_back") else f"{p.get('idle_s')} s idle"
 
 
+def request_counts(s: dict[str, Any]) -> str:
+    """`12 requests, 1 failed, 3 cancelled` (cancelled only when some were)."""
+    text = f"{s.get('requests')} requests, {s.get('failed_requests')} failed"
+    return text + (f", {s['cancelled_requests']} cancelled" if s.get("cancelled_requests") else "")
+
+
 def render_markdown(s: dict[str, Any]) -> str:
     """``summary.md``: status, the decode tables, prefill, needle, checks, the card and any compare."""
     status = s.get("status")
     prompts = s.get("prompts", {})
     lines = [f"# Benchmark: {s.get('suite')} suite, {s.get('model')}", "",
              f"Status: **{status}**" + (f": {s['reason']}" if s.get("reason") else "")
-             + f". Requests: {s.get('requests')}, failed: {s.get('failed_requests')}. "
+             + f". Requests: {request_counts(s)}. "
              f"API: {s.get('api_url')}. Prompt set v{prompts.get('version')} ({prompts.get('source')}).", ""]
     if status != "complete":
         lines += ["**This run did not complete: its figures are partial and not comparable.**", ""]

@@ -24,6 +24,7 @@ from cockpit.bench import session as S
 from cockpit.bench.gate import Refusal
 from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone
 from cockpit.bench.suite import SUITES, parse_concurrency
+from cockpit.bench.summary import request_counts
 from cockpit.cli.chat_cmd import (
     _add_endpoint_args,
     _add_model_arg,
@@ -238,8 +239,7 @@ def render_text(s: dict[str, Any], out: Path) -> str:
     def f(v: Any, nd: int = 2) -> str:
         return "—" if v is None else f"{v:.{nd}f}" if isinstance(v, float) else str(v)
 
-    lines = [f"benchmark {s.get('status')}: {s.get('suite')} suite, {s.get('requests')} requests, "
-             f"{s.get('failed_requests')} failed; records in {out}"]
+    lines = [f"benchmark {s.get('status')}: {s.get('suite')} suite, {request_counts(s)}; records in {out}"]
     for row in s.get("headline", []):
         lines.append(f"  C{row['concurrency']}: per-stream {f(row['per_stream_tps'])} tok/s, aggregate "
                      f"{f(row['aggregate_tps'])} tok/s (mean of {row['categories']} of {row['of']} categories"

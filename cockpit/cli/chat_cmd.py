@@ -43,7 +43,7 @@ from cockpit.api import (
 )
 from cockpit.api.apikey import ENV_VAR, parse_key
 from cockpit.api.chat import EFFORT_LEVELS, check_temperature, check_top_p, parse_number
-from cockpit.api.choose import ModelChoiceError, choose_model
+from cockpit.api.choose import ModelChoiceError, resolve_model
 from cockpit.api.client import ApiClient
 from cockpit.api.endpoint import ApiEndpoint, rank0_fleet_connected, smoke_through
 from cockpit.api.errors import ApiError
@@ -212,23 +212,17 @@ async def pick_model(client: ApiClient, args: argparse.Namespace, status: ApiSta
     (exit 2), a server that lists nothing, or refuses the key, exit 1. Through the tunnel without
     ``--model`` the served name is sent unasked, as always; a list that cannot be read otherwise is
     said on stderr and the model asked unchecked."""
-    gateway = bool(args.api_url)
-    if not gateway and not args.model:
-        return SERVED_MODEL
-    listed = list(status.models)
-    if not listed:
-        try:
-            listed = [m.id for m in await client.models()]
-        except ApiError as exc:
-            if exc.kind == "unauthorized":
-                raise CliError(f"{exc.message}\n  remedy: {exc.remedy}", EXIT_FAILURE,
-                               code_for_api_kind(exc.kind)) from None
-            model = args.model or SERVED_MODEL
-            print(f"r37-cockpit: cannot list the models ({exc.kind}: {safe(exc.message)}); asking "
-                  f"{safe(model)} unchecked", file=sys.stderr)
-            return str(model)
     try:
-        return choose_model(listed, args.model, default=SERVED_MODEL, gateway=gateway)
+        return await resolve_model(client, status.models, args.model, default=SERVED_MODEL,
+                                   gateway=bool(args.api_url))
+    except ApiError as exc:
+        if exc.kind == "unauthorized":
+            raise CliError(f"{exc.message}\n  remedy: {exc.remedy}", EXIT_FAILURE,
+                           code_for_api_kind(exc.kind)) from None
+        model = args.model or SERVED_MODEL
+        print(f"r37-cockpit: cannot list the models ({exc.kind}: {safe(exc.message)}); asking "
+              f"{safe(model)} unchecked", file=sys.stderr)
+        return str(model)
     except ModelChoiceError as exc:
         raise CliError(exc.message, EXIT_USAGE if exc.usage else EXIT_FAILURE,
                        "usage" if exc.usage else "api-http-error") from None

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from cockpit.bench.gate import Refusal
 from cockpit.bench.runner import CellStarted, RequestDone
+from cockpit.bench.summary import request_counts
 from cockpit.safetext import safe
 
 UNKNOWN = "–"
@@ -241,7 +242,7 @@ def summary_head(s: dict[str, Any], out: Path | None) -> Text:
     status = str(s.get("status"))
     text = Text(f"benchmark {status}", style=STATUS_ROLE.get(status, "unknown"))
     text.append(f": {safe(s.get('suite'), 20)} suite, {safe(s.get('model'), 80)}, "
-                f"{s.get('requests')} requests, {s.get('failed_requests')} failed")
+                f"{request_counts(s)}")
     if s.get("reason"):
         text.append(f"\n  {safe(s.get('reason'), 300)}",
                     style="warn" if status == "cancelled" else "fail.soft")
