@@ -62,6 +62,10 @@ _ALL = [
     ErrorCode("preflight-unknown", "a preflight check could not be decided (host down, unreadable output)",
               "reconnect the host and run preflight again; unknown is never a pass"),
     ErrorCode("setup-failed", "a setup job failed on a host", "read the job's output; rerun the job"),
+    ErrorCode("read-only", "the cockpit runs read-only (--read-only or [ui] read_only) and the command "
+              "would change a host (nothing was run)",
+              "run it from a cockpit without --read-only and without `[ui] read_only = true` in "
+              "cluster.toml"),
     ErrorCode("needs-confirmation", "a host-changing action was not confirmed", "add --yes after reading it"),
     ErrorCode("launch-blocked", "a guard refused the action (a container in the way, preflight, the lock, "
               "a setup job refused on a host)",

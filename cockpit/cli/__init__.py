@@ -52,24 +52,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="PATH",
                         help="cluster.toml (default: ./cluster.toml, then "
                              "$XDG_CONFIG_HOME/r37-cockpit/cluster.toml)")
+    parser.add_argument("--read-only", action="store_true", help=READ_ONLY_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub)
-    for child in _subparsers(parser):
+    for child in _subparsers(parser, "--config"):
         child.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
                            help="cluster.toml (also accepted before the command)")
+    for child in _subparsers(parser, "--read-only"):
+        child.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS,
+                           help="change no host (also accepted before the command)")
     return parser
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    """Every parser below this one, so `--config` works after any command as well as before it."""
+READ_ONLY_HELP = ("change no host: setup, launch and stop are refused (exit 3) and hidden in the TUI; "
+                  "preflight, status, logs, stats, chat and bench still work. `[ui] read_only = true` in "
+                  "cluster.toml turns it on as well, and no option turns that off")
+
+
+def _subparsers(parser: argparse.ArgumentParser, option: str) -> list[argparse.ArgumentParser]:
+    """Every parser below this one without `option`, so a global option works after any command as well
+    as before it."""
     found = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in dict.fromkeys(action.choices.values()):
-                if not any("--config" in a.option_strings for a in child._actions):
+                if not any(option in a.option_strings for a in child._actions):
                     found.append(child)
-                found += _subparsers(child)
+                found += _subparsers(child, option)
     return found
 
 

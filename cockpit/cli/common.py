@@ -6,7 +6,8 @@ Exit codes, the same for every command (README "Exit codes"):
     1    a failure found: a check or a rank failed, a host is unreachable, the API does not answer
     2    usage or config error: a bad argument or --rank, a broken or missing cluster.toml, bad input
     3    refused: needs confirmation (--yes), or blocked by a guard (an existing container, preflight
-         failures, a file that exists without --force, a different cluster.env without --overwrite-env)
+         failures, a file that exists without --force, a different cluster.env without --overwrite-env),
+         or read-only mode (--read-only, [ui] read_only) and the command would change a host
     70   internal error: a bug in the cockpit (R37_DEBUG=1 prints the traceback)
     130  interrupted (Ctrl-C)
 """
@@ -26,6 +27,7 @@ from cockpit.config import ClusterConfig, discover_config, load_config
 from cockpit.errorcodes import CODES
 from cockpit.errorcodes import check as check_code
 from cockpit.recipe.checks import ranks_text
+from cockpit.recipe.readonly import command_change, refusal
 from cockpit.remedy import cockpit_remedy
 
 T = TypeVar("T")
@@ -85,8 +87,21 @@ def config_path(args: argparse.Namespace) -> Path:
 
 
 def load(args: argparse.Namespace) -> tuple[Path, ClusterConfig]:
+    """The config this command runs with: cluster.toml, with `[ui] read_only` turned on by `--read-only`
+    (never off: the config's `read_only = true` holds whatever the command line says)."""
     path = config_path(args)
-    return path, load_config(path)
+    config = load_config(path)
+    if getattr(args, "read_only", False) and not config.ui.read_only:
+        config = config.model_copy(update={"ui": config.ui.model_copy(update={"read_only": True})})
+    return path, config
+
+
+def refuse_if_read_only(args: argparse.Namespace, config: ClusterConfig) -> None:
+    """Refused (exit 3, `read-only`) when the mode is on and this command would change a host, by the one
+    list of host changes (`cockpit.recipe.readonly`); before anything connects."""
+    change = command_change(getattr(args, "command", None), vars(args))
+    if config.ui.read_only and change is not None:
+        raise CliError(refusal(change), EXIT_REFUSED, "read-only")
 
 
 def print_json(data: Any) -> None:

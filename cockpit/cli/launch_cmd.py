@@ -24,6 +24,7 @@ from cockpit.cli.common import (
     add_json,
     load,
     print_json,
+    refuse_if_read_only,
     remedy,
     run_async,
     table,
@@ -49,7 +50,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "Exit 0 when the API is ready, 1 when a rank fails (with the cause), 3 when the launch "
                     "is refused.")
     add_json(p)
-    p.add_argument("--dry-run", action="store_true", help="only show the per-rank commands")
+    p.add_argument("--dry-run", action="store_true",
+                   help="only show the per-rank commands (changes nothing: allowed with --read-only)")
     p.add_argument("--yes", action="store_true", help="launch without asking")
     p.add_argument("--override-preflight", action="store_true",
                    help="launch even though preflight has failures (the operator takes responsibility)")
@@ -182,6 +184,7 @@ def stuck_limits(phase_limit: float | None) -> dict[Phase, float]:
 
 def run_launch(args: argparse.Namespace) -> int:
     _, cfg = load(args)
+    refuse_if_read_only(args, cfg)
     booting: dict[int, str] = {}
     try:
         return run_async(_launch(args, cfg, booting))
@@ -209,6 +212,8 @@ async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[in
             ranks = ", ".join(str(d.rank) for d in bad)
             raise CliError(f"the dry run failed on rank {ranks}: fix that first (`r37-cockpit setup recipe`, "
                            "then `r37-cockpit setup env`)", EXIT_REFUSED, "dry-run-failed")
+        if args.dry_run and cfg.ui.read_only:   # the lock is a directory on rank 0: read-only writes none
+            return await _gated_launch(args, cfg, fleet, booting)
         try:
             async with ClusterLock(fleet, cfg, "launch") as lock:
                 if lock.warning:
@@ -349,6 +354,7 @@ def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
 
 def run_stop(args: argparse.Namespace) -> int:
     _, cfg = load(args)
+    refuse_if_read_only(args, cfg)
     return run_async(_stop(args, cfg))
 
 

@@ -25,6 +25,7 @@ from cockpit.cli.common import (
     check_ranks,
     load,
     print_json,
+    refuse_if_read_only,
     remedy,
     run_async,
     table,
@@ -198,6 +199,7 @@ async def _run(args: argparse.Namespace, config: ClusterConfig, jobs: list[str])
 
 def run(args: argparse.Namespace) -> int:
     _, config = load(args)
+    refuse_if_read_only(args, config)
     check_ranks(config, args.rank)
     jobs = expand_jobs(args.job)
     try:

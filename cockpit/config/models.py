@@ -115,6 +115,8 @@ class UISection(Strict):
     # After an answer's first token its socket is read (and the answer redrawn) once per frame: every
     # wakeup costs the client more than the bytes it brings. 0 = read every piece as it arrives.
     stream_frame_ms: Annotated[int, int_range(0, 2000, "stream frame ms")] = C.STREAM_FRAME_MS
+    # hide and refuse every host-changing action (setup, launch, stop); `--read-only` cannot turn it off
+    read_only: bool = False
 
 
 class EngineSection(Strict):

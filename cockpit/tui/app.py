@@ -199,7 +199,7 @@ class CockpitApp(App[None]):
     def refresh_header(self) -> None:
         self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses,
                                            self.ctx.watcher.timeline, self.ctx.watcher.looked(),
-                                           self.ctx.monitor.stats.alerts)
+                                           self.ctx.monitor.stats.alerts, read_only=self.ctx.read_only)
 
     # ---- quitting -------------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.recipe.checks import CheckResult, Verdict
 from cockpit.recipe.monitor import StatsMonitor
+from cockpit.recipe.readonly import action_change
 from cockpit.recipe.watch import ClusterWatcher
 
 PREFLIGHT_FRESH_S = 300.0     # a launch re-runs preflight when its last result is older than this
@@ -45,15 +46,21 @@ class CockpitContext:
     config_path: Path | None
     fleet: Fleet
     api_url: str | None = None          # --api-url: an authenticated gateway instead of the SSH tunnel
-    read_only: bool = False             # hides every host-changing action
+    read_only: bool = False             # hides every host-changing action (also on with [ui] read_only)
     watcher: ClusterWatcher = field(init=False)
     monitor: StatsMonitor = field(init=False)    # the Stats model (`monitor.stats`), fed by the watcher too
     preflight: PreflightSummary | None = None
     setup_finished_at: float | None = None   # the last setup job's end: a preflight before it is stale
 
     def __post_init__(self) -> None:
+        self.read_only = self.read_only or self.config.ui.read_only
         self.watcher = ClusterWatcher(self.fleet, self.config, api_url=self.api_url)
         self.monitor = StatsMonitor(self.fleet, self.config, self.watcher)
+
+    def allows(self, pane: str, action: str) -> bool:
+        """Whether `pane`'s `action` may run now: not when read-only and it changes a host (the one list,
+        `cockpit.recipe.readonly`, that the headless commands refuse by too). For a pane's check_action."""
+        return not (self.read_only and action_change(pane, action) is not None)
 
     def set_preflight(self, results: Sequence[CheckResult], *, running: bool) -> None:
         self.preflight = PreflightSummary(running, tuple(results), time.time())

@@ -2,7 +2,8 @@
 
 It renders the core's models (host statuses, the cluster timeline's verdict and API status, the count of
 active stats alerts) and keeps no verdict of its own. On a narrow terminal it drops the words first
-("r37-cockpit", "cluster", "hosts"), never the verdict.
+("r37-cockpit", "cluster", "hosts"), never the verdict. In read-only mode a "READ-ONLY" badge ("RO" when
+compact) follows the cluster's name.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ VERDICT_LABEL = {"idle": ("no model running", "muted"), "launching": ("launching
                  "stopping": ("stopping …", "warn.soft"),
                  "host-lost": ("host lost", "fail"), "unknown": ("state unknown", "fail")}
 NARROW = 100     # below this many columns the header uses its compact form
+READ_ONLY_BADGE = (" READ-ONLY ", " RO ")     # (full, compact): reverse video in the "warn" role
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class HeaderModel:
     model: ClusterTimeline | None
     looked: bool
     alerts: tuple[Alert, ...] = ()
+    read_only: bool = False
 
 
 def alerts_part(alerts: tuple[Alert, ...], compact: bool = False) -> Text:
@@ -43,7 +46,8 @@ def alerts_part(alerts: tuple[Alert, ...], compact: bool = False) -> Text:
 
 
 def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
-                looked: bool = True, *, compact: bool = False, alerts: tuple[Alert, ...] = ()) -> Text:
+                looked: bool = True, *, compact: bool = False, alerts: tuple[Alert, ...] = (),
+                read_only: bool = False) -> Text:
     up = sum(s.state is HostState.CONNECTED for s in statuses)
     total = len(statuses)
     bad = [s for s in statuses if s.down]
@@ -54,6 +58,9 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
         text.append("r37-cockpit", style="bold")
         text.append(sep + "cluster ")
     text.append(cluster, style="bold")
+    if read_only:
+        text.append(" ")
+        text.append_text(read_only_badge(compact))
     text.append(sep if compact else sep + "hosts ")
     text.append(f"{up}/{total} up" if compact else f"{up}/{total} connected", style=style)
     if bad:
@@ -80,6 +87,13 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
     return _with_alerts(text, alerts, sep, compact)
 
 
+def read_only_badge(compact: bool = False) -> Text:
+    """The read-only badge: " READ-ONLY " (" RO " compact) in the "warn" role, reversed."""
+    badge = Text(READ_ONLY_BADGE[compact], style="warn")
+    badge.stylize("reverse")
+    return badge
+
+
 def _with_alerts(text: Text, alerts: tuple[Alert, ...], sep: str, compact: bool) -> Text:
     part = alerts_part(alerts, compact)
     if part.plain:
@@ -96,8 +110,8 @@ class ClusterHeader(Widget):
         self._shown: HeaderModel | None = None
 
     def show(self, cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
-             looked: bool = True, alerts: tuple[Alert, ...] = ()) -> None:
-        self._shown = HeaderModel(cluster, tuple(statuses), model, looked, tuple(alerts))
+             looked: bool = True, alerts: tuple[Alert, ...] = (), read_only: bool = False) -> None:
+        self._shown = HeaderModel(cluster, tuple(statuses), model, looked, tuple(alerts), read_only)
         self.refresh()
 
     def render(self) -> Text:
@@ -105,4 +119,4 @@ class ClusterHeader(Widget):
         if m is None:
             return Text("r37-cockpit", style="bold")
         return health_line(m.cluster, list(m.statuses), m.model, m.looked, compact=self.size.width < NARROW,
-                           alerts=m.alerts)
+                           alerts=m.alerts, read_only=m.read_only)
