@@ -240,7 +240,7 @@ class LaunchPane(Pane):
     # ---- actions ----------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (self.ctx.read_only and action in ("launch", "relaunch", "stop"))
+        return self.ctx.allows("launch", action)
 
     def action_dry_run(self) -> None:
         self.note("dry run on every rank …", "warn.soft")

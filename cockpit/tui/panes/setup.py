@@ -317,7 +317,7 @@ class SetupPane(Pane):
     # ---- actions ------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (self.ctx.read_only and action in ("plan", "start", "resume", "cancel_all", "cancel_rank"))
+        return self.ctx.allows("setup", action)
 
     def action_next_job(self) -> None:
         self.job = CHOICES[(CHOICES.index(self.job) + 1) % len(CHOICES)]
