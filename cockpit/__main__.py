@@ -1,3 +1,19 @@
-from cockpit.cli import main
+"""`python -m cockpit` and the `r37-cockpit` script: the CLI. Ctrl-C while the modules are still being
+imported is an interruption like any other (exit 130), not a traceback."""
 
-raise SystemExit(main())
+from __future__ import annotations
+
+import sys
+
+
+def run() -> int:
+    try:
+        from cockpit.cli import main
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return main()
+
+
+if __name__ == "__main__":
+    raise SystemExit(run())

@@ -243,5 +243,7 @@ def test_ctrl_c_during_start_up_ends_cleanly_and_soon(demo_cluster: SimCluster) 
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-        assert proc.returncode == 0, err
+        # after the imports it is the watch's own end (0); a loaded machine may still be importing, and
+        # Ctrl-C then is an interruption (130) said as such: never a traceback, never a hang
+        assert proc.returncode == 0 or (proc.returncode == 130 and "interrupted" in err), err
         assert "Traceback" not in err and time.monotonic() - start < 10
