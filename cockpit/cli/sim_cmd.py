@@ -17,8 +17,8 @@ def default_dir() -> Path:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sim", help="start, stop and break the simulated GB10 cluster",
-                       description="The simulated four-host GB10 cluster: stand-in host tools, a simulated "
-                                   "R37 engine, reachable over real SSH.")
+                       description="The simulated GB10 cluster (2 to 16 hosts, four by default): stand-in "
+                                   "host tools, a simulated R37 engine, reachable over real SSH.")
     s = p.add_subparsers(dest="sim_command", metavar="SIM_COMMAND", required=True)
 
     up = s.add_parser("up", help="start a simulated cluster in the background",
@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("--dir", type=Path, default=None, help=f"cluster directory (default {default_dir()})")
     up.add_argument("--speed", type=float, default=None,
                     help="boot time compression of the simulated engine (default: a boot takes ~20 s)")
+    add_hosts(up)
     add_json(up)
     up.set_defaults(func=cmd_up)
 
@@ -55,7 +56,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_json(faults)
     faults.set_defaults(func=cmd_faults)
 
-    info = s.add_parser("info", help="the simulated engine's timing schedule in force")
+    info = s.add_parser("info", help="the simulated engine's timing schedule (and the cluster's host count)")
+    info.add_argument("--dir", type=Path, default=None)
     add_json(info)
     info.set_defaults(func=cmd_info)
 
@@ -63,6 +65,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     engine.add_argument("--port", type=int, required=True)
     engine.add_argument("--bind", default="127.0.0.1")
     engine.set_defaults(func=cmd_engine)
+
+
+def add_hosts(p: argparse.ArgumentParser) -> None:
+    from cockpit.sim.size import DEFAULT_HOSTS, MAX_HOSTS, MIN_HOSTS
+    p.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, metavar="N",
+                   help=f"number of simulated hosts, ranks 0..N-1 ({MIN_HOSTS} to {MAX_HOSTS}; "
+                        f"default {DEFAULT_HOSTS})")
+
+
+def host_count(args: argparse.Namespace) -> int:
+    """--hosts, or a usage error naming the range."""
+    from cockpit.sim.size import BadHostCount, check_host_count
+    try:
+        return check_host_count(args.hosts)
+    except BadHostCount as exc:
+        raise CliError(str(exc), EXIT_USAGE, "usage") from None
 
 
 def _dir(args: argparse.Namespace) -> Path:
@@ -83,23 +101,26 @@ def _check_demo_dir(directory: Path) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     from cockpit.sim import cluster
     directory = _dir(args)
+    n = host_count(args)
     kwargs = {"speed": args.speed} if args.speed else {}
     if not args.lab:
         _check_demo_dir(directory)
     try:
         if args.lab:
             from cockpit.sim.lab import lab_up
-            toml = lab_up(directory, **kwargs)
+            toml = lab_up(directory, n=n, **kwargs)
         else:
-            toml = cluster.demo_up(directory, **kwargs)
+            toml = cluster.demo_up(directory, n=n, **kwargs)
     except cluster.DirInUse as exc:
         raise CliError(safe(exc), EXIT_REFUSED, "file-exists") from None
     except cluster.SimError as exc:
         raise CliError(str(exc)) from None
     if args.json:
-        print_json({"dir": str(directory), "config": str(toml), "kind": "lab" if args.lab else "demo"})
+        print_json({"dir": str(directory), "config": str(toml), "kind": "lab" if args.lab else "demo",
+                    "hosts": n})
     else:
-        print(f"simulated cluster up ({'lab' if args.lab else 'demo'}); config: {toml}")
+        print(f"simulated cluster up ({'lab' if args.lab else 'demo'}, {n} hosts, ranks 0-{n - 1}); "
+              f"config: {toml}")
         print(f"  r37-cockpit --config {toml} hosts")
         print(f"  ssh -F {directory / 'ssh_config'} spark-0")
         print(f"  r37-cockpit sim down --dir {directory}")
@@ -125,9 +146,9 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def _root(args: argparse.Namespace) -> Path:
-    from cockpit.sim.cluster import host_root
+    from cockpit.sim.cluster import host_root, host_roots
     root = host_root(_dir(args), args.rank)
-    if not root.is_dir():
+    if root not in host_roots(_dir(args)):
         if _dir(args).is_dir() and host_root(_dir(args), 0).is_dir():
             raise CliError(f"no simulated host of rank {args.rank} in {_dir(args)}", EXIT_USAGE)
         raise CliError(f"no simulated cluster in {_dir(args)} (is it up? `r37-cockpit sim up`)", EXIT_FAILURE)
@@ -154,8 +175,11 @@ def cmd_faults(args: argparse.Namespace) -> int:
     roots = host_roots(_dir(args)) if _dir(args).is_dir() else []
     active = {int(r.name.split("-")[1]): layout.active_faults(r) for r in roots}
     if args.json:
-        print_json({"faults": faults.DESCRIPTIONS, "active": active})
+        print_json({"faults": faults.DESCRIPTIONS, "active": active, "ranks": sorted(active)})
         return 0
+    if active:
+        print(f"{len(active)} hosts in {safe(_dir(args))} (ranks 0-{max(active)}); "
+              "`sim fault RANK NAME` switches one on")
     for name, text in faults.DESCRIPTIONS.items():
         on = [str(rank) for rank, names in active.items() if name in names]
         print(f"{name:18} {text}" + (f"  [on: rank {', '.join(on)}]" if on else ""))
@@ -163,8 +187,12 @@ def cmd_faults(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from cockpit.sim.cluster import host_roots
     from cockpit.sim.engine import schedule_info
     info = schedule_info()
+    roots = host_roots(_dir(args)) if _dir(args).is_dir() else []
+    if roots:
+        info = {"cluster": {"dir": str(_dir(args)), "hosts": len(roots)}, **info}
     if args.json:
         print_json(info)
     else:

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from cockpit.cli.common import EXIT_REFUSED, CliError, load
+from cockpit.cli.sim_cmd import add_hosts, host_count
 from cockpit.config import load_config
 
 
@@ -14,10 +15,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tui", help="open the cockpit (the default command)")
     p.set_defaults(func=run_tui)
     d = sub.add_parser("demo", help="start a simulated cluster, open the cockpit on it, stop it on exit",
-                       description="Start the simulated four-host cluster (no root needed), open the "
-                                   "cockpit on it and stop the cluster when the cockpit exits.")
+                       description="Start the simulated cluster (four hosts unless --hosts; no root needed), "
+                                   "open the cockpit on it and stop the cluster when the cockpit exits.")
     d.add_argument("--dir", type=Path, default=None, help="cluster directory (default: a temporary one)")
     d.add_argument("--speed", type=float, default=None, help="boot time compression of the simulated engine")
+    add_hosts(d)
     d.set_defaults(func=run_demo)
 
 
@@ -31,11 +33,12 @@ def run_tui(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     from cockpit.sim import cluster
     from cockpit.tui.app import CockpitApp
+    n = host_count(args)
     with tempfile.TemporaryDirectory(prefix="r37-demo-") as tmp:
         directory = (args.dir or Path(tmp)).resolve()
         print(f"starting the simulated cluster in {directory} …", flush=True)
         try:
-            toml = cluster.demo_up(directory, **({"speed": args.speed} if args.speed else {}))
+            toml = cluster.demo_up(directory, n=n, **({"speed": args.speed} if args.speed else {}))
         except cluster.DirInUse as exc:
             raise CliError(str(exc), EXIT_REFUSED, "file-exists") from None
         except cluster.SimError as exc:

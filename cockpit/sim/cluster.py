@@ -39,6 +39,7 @@ import asyncssh
 from cockpit import constants as C
 from cockpit.sim import layout
 from cockpit.sim.procs import alive, terminate
+from cockpit.sim.size import DEFAULT_HOSTS, check_host_count
 
 DEMO_SPEED = 45.0          # a ~15 min boot shown in ~20 s
 DEMO_HANG_AFTER_S = 15.0   # [engine] hang_after_s of a simulated cluster (see cluster_toml)
@@ -190,8 +191,21 @@ def host_root(cluster_dir: Path, rank: int) -> Path:
     return cluster_dir / "hosts" / f"rank-{rank}"
 
 
+def cluster_size(cluster_dir: Path) -> int | None:
+    """How many hosts the cluster last started in `cluster_dir` has (rank 0's spec), None if unknown."""
+    try:
+        n = layout.read_spec(host_root(cluster_dir, 0)).nranks
+    except (OSError, ValueError, TypeError):
+        return None
+    return n if isinstance(n, int) and n > 0 else None
+
+
 def host_roots(cluster_dir: Path) -> list[Path]:
-    return sorted((cluster_dir / "hosts").glob("rank-*"), key=lambda p: int(p.name.split("-")[1]))
+    """The host roots of the cluster's ranks, in rank order. A DIR reused with fewer hosts keeps the
+    roots of the earlier, larger cluster: those ranks are not part of it and are left out."""
+    n = cluster_size(cluster_dir)
+    roots = [p for p in (cluster_dir / "hosts").glob("rank-*") if p.name[5:].isdigit()]
+    return sorted((p for p in roots if n is None or int(p.name[5:]) < n), key=lambda p: int(p.name[5:]))
 
 
 def generate_keys(cluster_dir: Path, n: int, manifest: Manifest) -> None:
@@ -339,8 +353,9 @@ def _wait_for(path: Path, timeout: float, proc: subprocess.Popen[bytes] | None, 
     raise SimError(f"the demo cluster did not come up within {timeout:g} s (see {log})")
 
 
-def demo_up(cluster_dir: Path, *, n: int = 4, speed: float = DEMO_SPEED) -> Path:
-    """Start the demo cluster (no root) in a background process; returns DIR/cluster.toml."""
+def demo_up(cluster_dir: Path, *, n: int = DEFAULT_HOSTS, speed: float = DEMO_SPEED) -> Path:
+    """Start a demo cluster of `n` hosts (no root) in a background process; returns DIR/cluster.toml."""
+    check_host_count(n)
     cluster_dir = cluster_dir.resolve()
     if (m := Manifest.load(cluster_dir)) and any(alive(pid) for pid in m.pids):
         raise SimError(f"a simulated cluster is already running from {cluster_dir}; "

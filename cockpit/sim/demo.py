@@ -3,7 +3,7 @@ process of its own (`python -m cockpit.sim.demo DIR`).
 
 Each host runs commands in a real `bash -c` with that host's PATH (stand-ins first), HOME and
 `R37_SIM_ROOT`, and answers port-forward requests for 127.0.0.1:PORT with the host's own address (the
-four hosts share the machine's loopback, so each simulated host owns one 127.x address). A small TCP
+hosts share the machine's loopback, so each simulated host owns one 127.x address). A small TCP
 front per host turns the `host-down` fault into a silent host: bytes stop flowing both ways and new
 connections get no banner, like a host whose link went down.
 """

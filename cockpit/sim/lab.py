@@ -52,6 +52,7 @@ from cockpit.sim.cluster import (
     write_client_files,
 )
 from cockpit.sim.procs import alive, reap, terminate
+from cockpit.sim.size import DEFAULT_HOSTS, check_host_count
 
 PREFIX = "r37lab"
 MGMT_IFACE = "enP7s7"
@@ -405,9 +406,10 @@ def _watcher_env() -> dict[str, str]:
     return env
 
 
-def lab_up(cluster_dir: Path, *, n: int = 4, speed: float = DEMO_SPEED,
+def lab_up(cluster_dir: Path, *, n: int = DEFAULT_HOSTS, speed: float = DEMO_SPEED,
            srv_bytes: int = DEFAULT_SRV_BYTES) -> Path:
-    """Start the lab cluster (root, Linux); returns DIR/cluster.toml."""
+    """Start a lab cluster of `n` hosts (root, Linux); returns DIR/cluster.toml."""
+    check_host_count(n)
     cluster_dir = cluster_dir.resolve()
     _check_machine()
     if _running(Manifest.load(cluster_dir)):

@@ -3,9 +3,12 @@
 
 usage: python3 tools/prepare-engram.py RANK MODEL_PATH ENGRAM_PATH
 
-Checks the 48-shard checkpoint index, refuses rank 0 and refuses to overwrite existing destination
-shards, then writes sparse overlays for shards 47 and 48 (large apparent size, few blocks allocated)
-and r37-row-coverage.json (rank, row ranges per Engram layer, checkpoint fingerprint and revision).
+Checks the 48-shard checkpoint index, refuses rank 0 (and ranks beyond the workers) and refuses to
+overwrite existing destination shards, then writes sparse overlays for shards 47 and 48 (large apparent
+size, few blocks allocated) and r37-row-coverage.json (rank, row ranges per Engram layer, checkpoint
+fingerprint and revision). The rows are split evenly over the workers: every rank but 0 of the host's
+world (the simulated host's sim.json, under $R37_SIM_ROOT or /var/lib/r37-sim), or three (the card's
+TP4) where that is unknown.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ OVERLAY_SHARDS = (47, 48)
 OVERLAY_APPARENT = 64 * 1024 * 1024
 ENGRAM_LAYERS = (40, 41, 42, 43)
 ENGRAM_ROWS = 1_048_576
-WORKERS = 3
+DEFAULT_WORKERS = 3
+SIM_ROOT = "/var/lib/r37-sim"
 COVERAGE = "r37-row-coverage.json"
 
 
@@ -32,6 +36,17 @@ def shard_name(n: int) -> str:
 def fail(msg: str, code: int = 1) -> None:
     print(f"prepare-engram: error: {msg}", file=sys.stderr)
     sys.exit(code)
+
+
+def workers() -> int:
+    """Worker ranks of this host's world (its size less the head)."""
+    path = os.path.join(os.environ.get("R37_SIM_ROOT", SIM_ROOT), "sim.json")
+    try:
+        with open(path, "rb") as f:
+            n = json.loads(f.read(1 << 16))["nranks"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return DEFAULT_WORKERS
+    return n - 1 if isinstance(n, int) and not isinstance(n, bool) and 2 <= n <= 256 else DEFAULT_WORKERS
 
 
 def revision(model: str) -> str | None:
@@ -73,14 +88,15 @@ def main(argv: list[str]) -> int:
     if not rank_s.isdigit():
         fail(f"RANK must be an integer, got {rank_s!r}", 2)
     rank = int(rank_s)
+    nworkers = workers()
     if rank == 0:
         fail(
             "rank 0 reads the complete checkpoint and does not use Engram overlays; "
-            "run this helper on ranks 1, 2 and 3 only",
+            f"run this helper on the worker ranks 1..{nworkers} only",
             2,
         )
-    if rank > WORKERS:
-        fail(f"rank {rank} is out of range (workers are 1..{WORKERS})", 2)
+    if rank > nworkers:
+        fail(f"rank {rank} is out of range (workers are 1..{nworkers})", 2)
     index_path = os.path.join(model, "model.safetensors.index.json")
     try:
         with open(index_path, "rb") as f:
@@ -101,9 +117,9 @@ def main(argv: list[str]) -> int:
             f"{dest} already contains {', '.join(sorted(present)) or COVERAGE}; refusing to overwrite "
             "existing overlays (use a fresh destination)"
         )
-    per = ENGRAM_ROWS // WORKERS
+    per = ENGRAM_ROWS // nworkers
     start = (rank - 1) * per
-    end = ENGRAM_ROWS if rank == WORKERS else start + per
+    end = ENGRAM_ROWS if rank == nworkers else start + per
     print(f"prepare-engram: rank {rank}: checkpoint {model} ({SHARDS} shards), destination {dest}")
     allocated = 0
     layers = []
@@ -115,7 +131,7 @@ def main(argv: list[str]) -> int:
         allocated += write_overlay(os.path.join(dest, shard_name(shard)), shard, rank, mine)
     coverage = {
         "rank": rank,
-        "workers": WORKERS,
+        "workers": nworkers,
         "total_rows": ENGRAM_ROWS,
         "layers": layers,
         "shards": [shard_name(n) for n in OVERLAY_SHARDS],
