@@ -44,7 +44,7 @@ def run_demo(args: argparse.Namespace) -> int:
         except cluster.SimError as exc:
             raise CliError(str(exc)) from None
         try:
-            CockpitApp(load_config(toml), toml).run()
+            CockpitApp(load_config(toml), toml, read_only=args.read_only).run()
         finally:
             cluster.down(directory)
     return 0
