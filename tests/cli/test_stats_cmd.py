@@ -176,7 +176,9 @@ def test_watch_serves_the_metrics_endpoint(demo_cluster: SimCluster) -> None:
                 text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
             except httpx.HTTPError:
                 text = ""
-            if "r37_gpu_utilization_percent{" in text:
+            if all(f'rank="{r}"' in line for r in range(4)
+                   for line in [" ".join(x for x in text.splitlines()
+                                         if x.startswith("r37_gpu_utilization_percent{"))]):
                 break
             time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
