@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from simcluster import TEST_SPEED, SimCluster
+from simcluster import TEST_SPEED, SimCluster, lab_available
 
 from cockpit.config import ClusterConfig, load_config
 
@@ -55,14 +54,6 @@ def demo_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluste
 def fresh_demo_cluster(tmp_path: Path) -> Iterator[SimCluster]:
     """A demo cluster of the test's own, for tests that change host state for good."""
     yield from _demo(tmp_path / "cluster", TEST_SPEED)
-
-
-def lab_available() -> str | None:
-    if os.geteuid() != 0:
-        return "the lab needs root"
-    if not shutil.which("ip") or not Path("/usr/sbin/sshd").exists():
-        return "the lab needs iproute2 and openssh-server"
-    return None
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,3 +60,11 @@ async def prepare_hosts(fleet: Fleet, cfg: ClusterConfig) -> None:
         res = await fleet[rank].run(command(["tee", "cluster.env"], cwd=cfg.recipe_dir(rank)),
                                     input=env_for_rank(cfg, rank))
         assert res.ok, res.stderr
+
+
+def lab_available() -> str | None:
+    if os.geteuid() != 0:
+        return "the lab needs root"
+    if not shutil.which("ip") or not Path("/usr/sbin/sshd").exists():
+        return "the lab needs iproute2 and openssh-server"
+    return None

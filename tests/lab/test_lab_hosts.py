@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import lab_available
-from simcluster import TEST_SPEED
+from simcluster import TEST_SPEED, lab_available
 
 from cockpit.config import load_config
 from cockpit.sim.cluster import Manifest
