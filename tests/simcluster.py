@@ -68,3 +68,22 @@ def lab_available() -> str | None:
     if not shutil.which("ip") or not Path("/usr/sbin/sshd").exists():
         return "the lab needs iproute2 and openssh-server"
     return None
+
+
+async def busy_request(client, model: str, max_tokens: int):  # type: ignore[no-untyped-def]
+    """A long answer started in the background, returned once /metrics shows it running (the API busy)."""
+    import asyncio
+
+    from cockpit.api.chat import ChatRequest
+    from cockpit.api.liveness import read_sample
+    from cockpit.bench import prompts as P
+
+    text = P.unique_text("Write an essay about rain.", "busy", 1)
+    request = ChatRequest([{"role": "user", "content": text}], model=model, thinking=False,
+                          temperature=0.0, max_tokens=max_tokens)
+    task = asyncio.create_task(client.chat_streamed(request))
+    for _ in range(100):
+        if (await read_sample(client)).running:
+            return task
+        await asyncio.sleep(0.05)
+    raise AssertionError("the request never showed as running")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -29,7 +28,7 @@ from cockpit.bench.checks import (
 )
 from cockpit.constants import SERVED_MODEL
 from cockpit.sim.engine.images import analyse, decode_png, parse_data_url
-from cockpit.sim.engine.spawn import free_port, start_ready
+from cockpit.sim.engine.spawn import free_port, ready_engine
 
 SPEED = 5.0
 IDLE_AFTER = 1.0  # nominal seconds; at SPEED 5 the engine's idle effect starts after 0.2 s real
@@ -39,16 +38,8 @@ IDLE_AFTER = 1.0  # nominal seconds; at SPEED 5 the engine's idle effect starts 
 def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The simulated engine alone (`serve-ready`), fast, with a short idle threshold."""
     log = tmp_path_factory.mktemp("engine") / "engine.log"
-    proc, url = start_ready(log, "--speed", str(SPEED), "--idle-after", str(IDLE_AFTER))
-    try:
+    with ready_engine(log, "--speed", str(SPEED), "--idle-after", str(IDLE_AFTER)) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture

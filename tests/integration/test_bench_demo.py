@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,8 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
+from simcluster import busy_request
 
-from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
 from cockpit.api.liveness import read_sample
 from cockpit.bench import prompts as P
@@ -33,6 +32,7 @@ from cockpit.bench.gate import idle_refusal
 from cockpit.bench.runner import BenchEvent, CellStarted, Runner
 from cockpit.bench.store import RunStore
 from cockpit.bench.suite import plan_for
+from cockpit.sim.engine.spawn import ready_engine
 
 SPEED = 4.0
 MODEL = "deepseek-v4.1-flash"
@@ -40,35 +40,10 @@ SIM_CATEGORY = {"prose": "prose", "coding": "code", "json": "code"}   # what the
 TOLERANCE = 0.02
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def engine() -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "cockpit.sim.engine", "serve-ready", "--port", str(port),
-                             "--speed", str(SPEED)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/v1/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the sim engine did not come up"
-            time.sleep(0.1)
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with ready_engine(tmp_path_factory.mktemp("engine") / "engine.log", "--speed", str(SPEED)) as url:
         yield url
-    finally:
-        proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-        if proc.poll() is None:
-            proc.kill()
 
 
 def _schedule(url: str) -> dict[str, Any]:
@@ -132,15 +107,7 @@ async def test_quick_suite_within_2_percent_of_the_schedule(engine: str, tmp_pat
 
 
 async def _busy(client: ApiClient) -> asyncio.Task[Any]:
-    text = P.unique_text("Write an essay about rain.", "busy", 1)
-    request = ChatRequest([{"role": "user", "content": text}], model=MODEL, thinking=False,
-                          temperature=0.0, max_tokens=4000)
-    task = asyncio.create_task(client.chat_streamed(request))
-    for _ in range(100):
-        if (await read_sample(client)).running:
-            return task
-        await asyncio.sleep(0.05)
-    raise AssertionError("the request never showed as running")
+    return await busy_request(client, MODEL, 4000)  # type: ignore[no-any-return]
 
 
 async def _running_after(client: ApiClient, seconds: float = 2.0) -> int:

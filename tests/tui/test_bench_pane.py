@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import io
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,16 +16,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 from rich.theme import Theme
+from simcluster import busy_request
 from textual.widgets import Static
 
-from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
 from cockpit.api.liveness import read_sample
-from cockpit.bench import prompts as P
 from cockpit.bench.runner import CellStarted
 from cockpit.config import ClusterConfig
 from cockpit.constants import SERVED_MODEL
-from cockpit.sim.engine.spawn import start_ready
+from cockpit.sim.engine.spawn import ready_engine
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.bench import BenchPane
 from cockpit.tui.styles import ROLES
@@ -38,16 +36,8 @@ SIZE = (160, 48)
 @pytest.fixture(scope="module")
 def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("engine") / "engine.log"
-    proc, url = start_ready(log, "--speed", str(SPEED))
-    try:
+    with ready_engine(log, "--speed", str(SPEED)) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _app(config: ClusterConfig, url: str) -> CockpitApp:
@@ -100,15 +90,7 @@ async def test_a_quick_run_completes_and_shows_the_summary(fixed_config: Cluster
 
 
 async def _busy(client: ApiClient) -> asyncio.Task[Any]:
-    text = P.unique_text("Write an essay about rain.", "busy", 1)
-    request = ChatRequest([{"role": "user", "content": text}], model=SERVED_MODEL, thinking=False,
-                          temperature=0.0, max_tokens=20000)
-    task = asyncio.create_task(client.chat_streamed(request))
-    for _ in range(100):
-        if (await read_sample(client)).running:
-            return task
-        await asyncio.sleep(0.05)
-    raise AssertionError("the request never showed as running")
+    return await busy_request(client, SERVED_MODEL, 20000)  # type: ignore[no-any-return]
 
 
 async def test_a_busy_api_is_refused_and_nothing_started(fixed_config: ClusterConfig, engine_url: str,

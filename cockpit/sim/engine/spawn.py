@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 SOURCE_ROOT = Path(__file__).resolve().parents[3]  # the checkout holding `cockpit/`
@@ -51,3 +53,19 @@ def start_ready(log: Path, *extra: str, timeout: float = 15.0) -> tuple[subproce
     proc.kill()
     proc.wait()
     raise RuntimeError("engine did not come up: " + log.read_text(errors="replace")[-3000:])
+
+
+@contextlib.contextmanager
+def ready_engine(log: Path, *extra: str, timeout: float = 15.0) -> Iterator[str]:
+    """`start_ready` as a context: yields the base URL; the engine is stopped (SIGTERM, then SIGKILL
+    after 10 s) when the block ends."""
+    proc, url = start_ready(log, *extra, timeout=timeout)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
