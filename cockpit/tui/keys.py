@@ -19,9 +19,10 @@ def action_name(action: str) -> str:
     return parse_action(action)[1]
 
 
-def current_bindings(node: DOMNode) -> list[tuple[Binding, str]]:
+def current_bindings(node: DOMNode, *, disabled: bool = False) -> list[tuple[Binding, str]]:
     """`node`'s own bindings with the keymap applied: (binding, key shown), one row per binding id (a
-    binding on two keys shows both, "f/end"); actions the node's `check_action` refuses are left out."""
+    binding on two keys shows both, "f/end"); actions the node's `check_action` refuses are left out
+    unless `disabled` (text that says which key does something later)."""
     bindings = BindingsMap(type(node).BINDINGS)
     app = node.app if node.is_attached else None
     keymap = getattr(app, "keymap", None) or {}
@@ -30,7 +31,7 @@ def current_bindings(node: DOMNode) -> list[tuple[Binding, str]]:
     rows: dict[str, tuple[Binding, list[str]]] = {}
     for _key, binding in bindings:
         _ns, name, params = parse_action(binding.action)
-        if node.check_action(name, params) is False:
+        if not disabled and node.check_action(name, params) is False:
             continue
         ident = binding.id or binding.action
         shown = app.get_key_display(binding) if app is not None else binding.key
@@ -42,9 +43,10 @@ def current_bindings(node: DOMNode) -> list[tuple[Binding, str]]:
     return [(binding, "/".join(keys)) for binding, keys in rows.values()]
 
 
-def key_for(node: DOMNode, action: str) -> str:
-    """The key bound to `action` ("save" or "save(False)") on `node` now; "" when none is."""
-    for binding, key in current_bindings(node):
+def key_for(node: DOMNode, action: str, *, disabled: bool = False) -> str:
+    """The key bound to `action` ("save" or "save(False)") on `node` now; "" when none is (or, unless
+    `disabled`, when the action is off now)."""
+    for binding, key in current_bindings(node, disabled=disabled):
         if binding.action == action or action_name(binding.action) == action:
             return key
     return ""

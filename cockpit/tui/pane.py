@@ -81,9 +81,10 @@ class Pane(Vertical):
         """This pane's bindings as the keymap has them now: (binding, key shown)."""
         return current_bindings(self)
 
-    def key_for(self, action: str) -> str:
-        """The key bound to `action` now (e.g. "d"); "" when none is (disabled or unbound)."""
-        return key_for(self, action)
+    def key_for(self, action: str, *, disabled: bool = False) -> str:
+        """The key bound to `action` now (e.g. "d"); "" when none is (unbound, or off now unless
+        `disabled`)."""
+        return key_for(self, action, disabled=disabled)
 
     def key_hints(self, actions: tuple[str, ...] | None = None, labels: dict[str, str] | None = None) -> Text:
         """ "d dry run · l launch · …": a status line's hints, from the bindings (HINTS by default)."""

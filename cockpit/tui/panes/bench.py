@@ -161,7 +161,7 @@ class BenchPane(Pane):
         notes.display = bool(self.notes)
 
     def _key(self, action: str, what: str) -> str:
-        key = self.key_for(action)
+        key = self.key_for(action, disabled=True)     # named also while it is off (cancel before a run)
         return f"{key} {what}" if key else f"the {action} action {what}"
 
     def _tick(self) -> None:
