@@ -85,7 +85,7 @@ def _engine_findings(stats: ClusterStats, cfg: StatsSection, timeline: ClusterTi
     out = []
     head = min(stats.ranks)
     e = stats.engine
-    if e is not None and e.error is None and now - e.at <= max(HOLD_MIN_S, 3 * stats.interval_s):
+    if e is not None and stats.engine_current(now):
         if e.kv_cache_usage is not None and e.kv_cache_usage * 100 > cfg.kv_cache_alert_pct:
             out.append(Finding("kv-cache-full", head,
                                f"KV cache {e.kv_cache_usage * 100:.1f} % full (alert above "

@@ -27,6 +27,11 @@ ENGINE_SERIES = ("gen_tps", "prompt_tps", "kv_pct", "running", "waiting")
 SamplerState = Literal["starting", "sampling", "host down", "failed"]
 
 
+def stale_after(interval_s: float) -> float:
+    """Seconds without a reading after which a rank's (or the engine's) figures are stale."""
+    return max(STALE_MIN_S, STALE_ROUNDS * interval_s)
+
+
 @dataclass(frozen=True)
 class MemoryStats:
     """A rank's memory. `kind` "unified": one pool for CPU and GPU (GB10), read from /proc/meminfo, the
@@ -66,7 +71,7 @@ class RankStats:
     def stale(self, interval_s: float, now: float | None = None) -> bool:
         """No reading yet, or none for STALE_ROUNDS intervals (at least STALE_MIN_S seconds)."""
         age = self.age(now)
-        return age is None or age > max(STALE_MIN_S, STALE_ROUNDS * interval_s)
+        return age is None or age > stale_after(interval_s)
 
 
 @dataclass(frozen=True)
@@ -138,8 +143,7 @@ class ClusterStats:
         g, m = s.gpu, s.memory
         tx = [p.tx_gbps for p in s.ports if p.tx_gbps is not None]
         rx = [p.rx_gbps for p in s.ports if p.rx_gbps is not None]
-        limit = max(STALE_MIN_S, STALE_ROUNDS * self.interval_s)
-        fresh_gpu = g is not None and s.gpu_at is not None and at - s.gpu_at <= limit
+        fresh_gpu = g is not None and s.gpu_at is not None and at - s.gpu_at <= stale_after(self.interval_s)
         avail = m.available_bytes if m else None
         self.history[rank].add(at, {
             "util": g.util if fresh_gpu and g else None,
@@ -161,6 +165,11 @@ class ClusterStats:
             "running": reading.running, "waiting": reading.waiting,
         })
         self.version += 1
+
+    def engine_current(self, now: float) -> bool:
+        """Rank 0's engine figures were read without error and are not stale."""
+        e = self.engine
+        return e is not None and e.error is None and now - e.at <= stale_after(self.interval_s)
 
     def set_alerts(self, alerts: tuple[Alert, ...]) -> None:
         if alerts != self.alerts:

@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from cockpit.telemetry.cluster_stats import STALE_MIN_S, STALE_ROUNDS, ClusterStats, RankStats
+from cockpit.telemetry.cluster_stats import ClusterStats, RankStats, stale_after
 from cockpit.telemetry.engine_stats import EngineStatsReading
 
 MIB = 1 << 20
@@ -146,8 +146,7 @@ class StatsCollector(Collector):
         if e is not None:
             age.add_metric(labels, max(0.0, now - e.at))
         yield age
-        limit = max(STALE_MIN_S, STALE_ROUNDS * interval)
-        current = e is not None and e.error is None and now - e.at <= limit
+        current = e is not None and e.error is None and now - e.at <= stale_after(interval)
         for name, text, attr in ENGINE_GAUGES:
             fam = GaugeMetricFamily(name, text, labels=RANK)
             value = getattr(e, attr) if current and e is not None else None

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, Host, HostUnavailable, ShellCommand, stats_sampler
-from cockpit.telemetry.cluster_stats import MIB, ClusterStats, MemoryStats
+from cockpit.telemetry.cluster_stats import MIB, ClusterStats, MemoryStats, stale_after
 from cockpit.telemetry.gpu import GpuParseError, GpuReading
 from cockpit.telemetry.host_sample import (
     APP_FIELDS,
@@ -99,7 +99,8 @@ class _RankSampler:
         self.prev_ports = {(p.hca, p.port): p for p in rnd.ports}
         self.prev_round = rnd.at
         cur = self.stats.ranks[self.rank]
-        gpu = cur.gpu if cur.gpu_at is not None and now - cur.gpu_at < 3 * self.stats.interval_s + 3 else None
+        fresh = cur.gpu_at is not None and now - cur.gpu_at <= stale_after(self.stats.interval_s)
+        gpu = cur.gpu if fresh else None
         self.stats.update(self.rank, apps=apps, memory=memory_of(rnd.meminfo, gpu, apps), ports=ports,
                           round_at=now, sampler="sampling")
         self.stats.record(self.rank, now)

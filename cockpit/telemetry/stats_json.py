@@ -11,12 +11,11 @@ from dataclasses import asdict
 from typing import Any
 
 from cockpit.telemetry.cluster_stats import (
-    STALE_MIN_S,
-    STALE_ROUNDS,
     Alert,
     ClusterStats,
     MemoryStats,
     RankStats,
+    stale_after,
 )
 from cockpit.telemetry.engine_stats import EngineStatsReading
 from cockpit.telemetry.gpu import GpuReading
@@ -61,7 +60,7 @@ def engine_dict(e: EngineStatsReading | None, interval_s: float, now: float) -> 
     if e is None:
         return None
     data = asdict(e)
-    data["stale"] = now - e.at > max(STALE_MIN_S, STALE_ROUNDS * interval_s)
+    data["stale"] = now - e.at > stale_after(interval_s)
     return data
 
 

@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from cockpit.telemetry.cluster_stats import stale_after
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.pane import Pane
 from cockpit.tui.widgets.stats_view import (
@@ -26,7 +27,6 @@ from cockpit.tui.widgets.stats_view import (
     rank_detail,
     rank_table,
     span,
-    stale_after,
 )
 from cockpit.tui.widgets.statusline import StatusLine
 

@@ -17,13 +17,12 @@ from rich.text import Text
 
 from cockpit.safetext import safe
 from cockpit.telemetry.cluster_stats import (
-    STALE_MIN_S,
-    STALE_ROUNDS,
     Alert,
     ClusterStats,
     History,
     MemoryStats,
     RankStats,
+    stale_after,
 )
 from cockpit.telemetry.rdma import ALERTING, PortStats
 from cockpit.tui.widgets.sparkline import sparkline
@@ -41,10 +40,6 @@ ENGINE_CELL = {"kv-cache-full": "kv", "preemptions": "preemptions", "engine-hung
 SERIES_LABEL = {"util": ("util", "%"), "sm_mhz": ("SM clock", "MHz"), "power_w": ("power", "W"),
                 "temp_c": ("temp", "°C"), "mem_available_gib": ("MemAvailable", "GiB"),
                 "tx_gbps": ("RDMA tx", "Gbit/s"), "rx_gbps": ("RDMA rx", "Gbit/s")}
-
-
-def stale_after(interval_s: float) -> float:
-    return max(STALE_MIN_S, STALE_ROUNDS * interval_s)
 
 
 def alert_role(alerts: Iterable[Alert]) -> str:
