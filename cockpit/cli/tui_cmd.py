@@ -24,9 +24,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_tui(args: argparse.Namespace) -> int:
+    from cockpit.config.clusters import load_clusters
     from cockpit.tui.app import CockpitApp
     path, config = load(args)
-    CockpitApp(config, path).run()
+    clusters = load_clusters(getattr(args, "config_files", None) or [])
+    CockpitApp(config, path, clusters=clusters, read_only=args.read_only).run()
     return 0
 
 

@@ -26,20 +26,27 @@ if TYPE_CHECKING:
 
 @dataclass
 class HostStatusChanged(Message):
-    """One host's connection state changed (the fleet's listener)."""
+    """One host's connection state changed (the fleet's listener). `cluster`: the app's cluster
+    generation it belongs to (a message of a cluster switched away from is dropped)."""
 
     status: HostStatus
+    cluster: int = 0
 
 
 @dataclass
 class ClusterChanged(Message):
-    """The live model of the cluster changed (`event` says how)."""
+    """The live model of the cluster changed (`event` says how); `cluster` as for HostStatusChanged."""
 
     event: object
+    cluster: int = 0
 
 
+@dataclass
 class StatsChanged(Message):
-    """The stats monitor judged again (`ctx.monitor.stats` may have changed): once per interval."""
+    """The stats monitor judged again (`ctx.monitor.stats` may have changed): once per interval;
+    `cluster` as for HostStatusChanged."""
+
+    cluster: int = 0
 
 
 # ---- preflight ----------------------------------------------------------------------------------------
