@@ -65,3 +65,8 @@ def ui_state_file() -> Path:
 def sim_dir() -> Path:
     """The simulated cluster's directory when neither `--dir` nor `R37_SIM_DIR` names one."""
     return state_dir() / "sim"
+
+
+def logs_save_dir() -> Path:
+    """Where saved log views go unless the operator names another place: `<state dir>/logs`."""
+    return state_dir() / "logs"

@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--concurrency", type=_concurrency, default=None, metavar="LIST",
                    help="decode cells, e.g. 1,2,4,8 (default: quick 1,8; standard and full 1,2,4,8)")
     p.add_argument("--prompts", metavar="FILE", help="a prompt set of the same schema as the packaged v1")
-    p.add_argument("--out", metavar="DIR", help="records directory (must not exist; default: "
+    p.add_argument("-o", "--out", metavar="DIR", help="records directory (must not exist; default: "
                                                 "bench/results/<UTC time> under the current directory)")
     p.add_argument("--compare", metavar="DIR", help="an earlier run's directory (its summary.json)")
     p.add_argument("--idle", type=float, default=45.0, metavar="S",

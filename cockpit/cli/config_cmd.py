@@ -24,6 +24,7 @@ from cockpit.cli.common import (
     load,
     print_json,
     table,
+    usage_error,
 )
 from cockpit.config import (
     ClusterConfig,
@@ -180,28 +181,58 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = s.add_parser("check", help="validate a cluster.toml and print the resolved config",
                          description="Validate cluster.toml. Every problem is printed as FILE: KEY: REASON; "
                                      "exit 2 if there is any.")
-    check.add_argument("path", nargs="?", default=None, help="cluster.toml (default: discovered)")
+    add_config_path(check)
     add_json(check)
     check.set_defaults(func=cmd_check)
 
     imp = s.add_parser("import-env", help="write cluster.toml from the recipe's cluster.env",
                        description="Read a cluster.env WITHOUT executing it (assignments and the NODE_IPS "
                                    "array only; command substitution and expansions are refused) and "
-                                   "write cluster.toml. Never overwrites without --force (exit 3).")
+                                   "write cluster.toml: to -o/--out, else to the --config PATH, else "
+                                   "./cluster.toml. Never overwrites without --force (exit 3).")
     imp.add_argument("env", type=Path, help="the cluster.env to read")
-    imp.add_argument("--out", type=Path, default=Path("cluster.toml"), help="default ./cluster.toml")
+    imp.add_argument("-o", "--out", type=Path, default=None, metavar="FILE",
+                     help="the cluster.toml to write (default: --config PATH when given, else "
+                          "./cluster.toml)")
+    imp.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
+                     help="the cluster.toml to write when -o/--out is not given (also accepted before the "
+                          "command)")
     imp.add_argument("--force", action="store_true", help="replace an existing output file")
     add_json(imp)
     imp.set_defaults(func=cmd_import)
 
     exp = s.add_parser("export-env", help="write one rank's cluster.env from cluster.toml",
-                       description="Print (or write with --out) one rank's cluster.env, every value quoted "
-                                   "safely. Never overwrites without --force (exit 3).")
-    exp.add_argument("--rank", type=int, required=True)
-    exp.add_argument("--out", type=Path, default=None, help="file to write (default: stdout)")
+                       description="Print (or write with -o/--out) one rank's cluster.env, every value "
+                                   "quoted safely. Never overwrites without --force (exit 3).")
+    add_config_path(exp)
+    exp.add_argument("--rank", type=int, required=True, metavar="N",
+                     help="the rank whose cluster.env to write")
+    exp.add_argument("-o", "--out", type=Path, default=None, metavar="FILE",
+                     help="file to write (default: stdout)")
     exp.add_argument("--force", action="store_true", help="replace an existing output file")
     add_json(exp)
     exp.set_defaults(func=cmd_export)
+
+
+CONFIG_PATH_HELP = ("the cluster.toml to read, the same as --config PATH (default: ./cluster.toml, then "
+                    "$XDG_CONFIG_HOME/r37-cockpit/cluster.toml)")
+CONFIG_OPTION_HELP = "the cluster.toml to read, the same as PATH (also accepted before the command)"
+
+
+def add_config_path(parser: argparse.ArgumentParser) -> None:
+    """The cluster.toml a `config` subcommand reads: `--config PATH` (as for every command) or, the same,
+    a positional `PATH`."""
+    parser.add_argument("path", nargs="?", default=None, metavar="PATH", help=CONFIG_PATH_HELP)
+    parser.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_OPTION_HELP)
+
+
+def resolve_config_path(args: argparse.Namespace) -> None:
+    """The positional PATH and `--config` are one option: whichever was given becomes `args.config`
+    (used by every later step and quoted in remedies); both, naming different files, is a usage error."""
+    positional, option = getattr(args, "path", None), getattr(args, "config", None)
+    if positional and option and Path(positional) != Path(option):
+        raise usage_error(f"two configs given: PATH {positional} and --config {option}: give one")
+    args.config = positional or option
 
 
 def _emit(ok: bool, text: str, data: dict, as_json: bool) -> int:
@@ -219,16 +250,19 @@ def _emit(ok: bool, text: str, data: dict, as_json: bool) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    ok, text, data = check(args.path or args.config)
+    resolve_config_path(args)
+    ok, text, data = check(args.config)
     return _emit(ok, text, data, args.json)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    ok, text, data = import_env(args.env, args.out, force=args.force)
+    out = args.out or Path(getattr(args, "config", None) or "cluster.toml")
+    ok, text, data = import_env(args.env, out, force=args.force)
     return _emit(ok, text, data, args.json)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    resolve_config_path(args)
     _, config = load(args)
     ok, text, data = export_env(config, args.rank, args.out, force=args.force)
     return _emit(ok, text, data, args.json)

@@ -1,11 +1,12 @@
 """`launch`, `status`, `stop`: the staged launch (recipe steps 6–7) without a screen.
 
-`launch` dry-runs every rank, passes the launch gate (`recipe.launch.launch_gate`: hosts, containers in
-the way, preflight), takes the cluster lock on rank 0's host, asks for confirmation (or --yes), with
---replace-stopped archives and removes the stopped containers this cockpit started, launches ranks
-N-1 … 1 then 0, streams phase events, and exits 0 when the API is ready, 1 with the cause when a rank
-fails. `status` is one look of the live model (read-only, also for a cluster launched by hand). `stop`
-stops only the containers this cockpit started, head first, with `docker stop`, under the same lock.
+`launch` dry-runs every rank, passes the launch gate (`recipe.launch.launch_gate`: hosts, containers in the
+way, preflight), takes the cluster lock on rank 0's host, asks for confirmation (or --yes), with
+--replace-stopped archives and removes the stopped containers this cockpit started, launches ranks N-1 … 1
+then 0, streams phase events (on a terminal one live line per rank, `cockpit.cli.progress`; every event as a
+line with `-v`, a pipe or `--json`), and exits 0 when the API is ready, 1 with the cause when a rank fails.
+`status` is one look of the live model (read-only, also for a cluster launched by hand). `stop` stops only
+the containers this cockpit started, head first, with `docker stop`, under the same lock.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from cockpit.cli.common import (
@@ -29,6 +31,7 @@ from cockpit.cli.common import (
     run_async,
     table,
 )
+from cockpit.cli.progress import LiveBlock, live_output
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostUnavailable
 from cockpit.recipe import launch as L
@@ -39,7 +42,7 @@ from cockpit.recipe.phases import PHASES, Phase
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import execute_replace
 from cockpit.recipe.stop import execute_stop, plan_stop
-from cockpit.safetext import safe
+from cockpit.safetext import neutralise_block, safe
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,7 +55,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_json(p)
     p.add_argument("--dry-run", action="store_true",
                    help="only show the per-rank commands (changes nothing: allowed with --read-only)")
-    p.add_argument("--yes", action="store_true", help="launch without asking")
+    p.add_argument("-y", "--yes", action="store_true", help="launch without asking")
     p.add_argument("--override-preflight", action="store_true",
                    help="launch even though preflight has failures (the operator takes responsibility)")
     p.add_argument("--replace-stopped", action="store_true",
@@ -60,6 +63,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "then remove it (docker rm of that ID only); running containers and ones started "
                         "by hand are never removed")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the API (default 3600)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print every boot event as a line of its own (on a terminal the default is one "
+                        "line per rank, updated in place; pipes and --json always get every line)")
     p.add_argument("--phase-limit", type=float, default=None,
                    help="seconds a rank may stay in one phase before it counts as stuck "
                         "(default: per-phase limits for a real boot)")
@@ -79,7 +85,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "started (recorded container IDs). Never removes a container, never "
                                    "stops one launched by hand.")
     add_json(t)
-    t.add_argument("--yes", action="store_true", help="stop without asking")
+    t.add_argument("-y", "--yes", action="store_true", help="stop without asking")
     t.add_argument("--force", action="store_true",
                    help="stop the workers even though the head (rank 0) is unreachable")
     t.set_defaults(func=run_stop)
@@ -165,6 +171,39 @@ def event_text(event: T.LaunchEvent, t0: float) -> str:
         v = event.verdict
         return f"== {v.summary}" + (f"\n   what to do: {v.remedy}" if v.remedy and v.state != "ready" else "")
     return str(event)
+
+
+_LIVE_EVENTS = (T.PhaseEntered, T.ProgressChanged, T.RankLaunched)
+
+
+def event_rank(event: T.LaunchEvent) -> int | None:
+    """The rank an event is about (None for the API, the engine and the verdict)."""
+    if isinstance(event, T.RankFailed):
+        return event.failure.rank
+    rank = getattr(event, "rank", None)
+    return rank if isinstance(rank, int) else None
+
+
+def live_emitter(args: argparse.Namespace, block: LiveBlock, t0: float) -> Callable[[T.LaunchEvent], None]:
+    """Launch events on a terminal: a rank's phase, progress and container, the API's state and the
+    launching count as live lines (one per rank, the API, the verdict); failures, lost hosts, stops and
+    every other verdict printed for good above them."""
+    def emit(event: T.LaunchEvent) -> None:
+        text = remedy(args, event_text(event, t0))
+        rank = event_rank(event)
+        if isinstance(event, _LIVE_EVENTS) and rank is not None:
+            block.update(rank, text)
+        elif isinstance(event, (T.ApiChanged, T.EngineChanged)):
+            block.update("api", text)
+        elif isinstance(event, T.VerdictChanged) and event.verdict.state == "launching":
+            block.update("verdict", text)   # "launching: 2/4 ranks started": counts up in place
+        else:
+            if rank is not None:
+                block.update(rank, text.split("\n", 1)[0])
+            if isinstance(event, T.VerdictChanged):
+                block.remove("verdict")
+            block.print(neutralise_block(text))
+    return emit
 
 
 async def preflight_gate(fleet: Fleet, cfg: ClusterConfig) -> tuple[list[str], str]:
@@ -268,8 +307,10 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
             raise CliError("launch stopped: a stopped container could not be archived and removed "
                            "(see above)", code="launch-blocked")
     t0 = time.time()
-    launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=stuck_limits(args.phase_limit),
-                          emit=lambda ev: _say(args, event_text(ev, t0), T.event_dict(ev)))
+    block = LiveBlock(sys.stdout) if live_output(sys.stdout, verbose=args.verbose, json=args.json) else None
+    emit = (live_emitter(args, block, t0) if block is not None
+            else lambda ev: _say(args, event_text(ev, t0), T.event_dict(ev)))
+    launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=stuck_limits(args.phase_limit), emit=emit)
     launcher.booting = booting
     try:
         if await launcher.launch():
@@ -277,6 +318,8 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
         else:
             finished = await launcher.run_until(lambda t: t.verdict.state != "launching", timeout=10)
     finally:
+        if block is not None:
+            block.close()
         await launcher.close()
     verdict = launcher.timeline.compute_verdict()
     ok = verdict.state == "ready"

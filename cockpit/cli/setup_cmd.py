@@ -1,9 +1,10 @@
 """`r37-cockpit setup JOB`: the recipe's setup steps on every host (they change hosts). Prints the exact
-commands per host and asks before anything runs (`--yes` skips the question), then streams the job log
-and progress (host text neutralised: `cockpit.safetext`). Exit 0 only if every host ended done or had
-nothing to do; 1 if a host failed or could not be reached; 3 if the run was not confirmed or a guard
-refused a host (and none failed); 2 for a bad --rank or a config that cannot express the job (an unpinned
-revision with --offline)."""
+commands per host and asks before anything runs (`--yes` skips the question), then streams the job log and
+progress (host text neutralised: `cockpit.safetext`): on a terminal one live line per rank
+(`cockpit.cli.progress`) and each rank's outcome for good, every line with `-v`, a pipe or `--json`. Exit 0
+only if every host ended done or had nothing to do; 1 if a host failed or could not be reached; 3 if the run
+was not confirmed or a guard refused a host (and none failed); 2 for a bad --rank or a config that cannot
+express the job (an unpinned revision with --offline)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from cockpit.cli.common import (
     run_async,
     table,
 )
+from cockpit.cli.progress import LiveBlock, live_output
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.recipe.checks import ranks_text
@@ -49,7 +51,8 @@ from cockpit.recipe.setup_model import (
 )
 from cockpit.safetext import neutralise, safe
 
-PROGRESS_EVERY = 2.0
+PROGRESS_EVERY = 2.0   # seconds between two progress lines of a rank (plain output)
+LIVE_EVERY = 0.25      # the same on a terminal's live line
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,7 +65,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       "host is done, 1 if one failed or is unreachable, 3 if not confirmed or refused.")
     p.add_argument("job", choices=[*JOBS, "all"])
     p.add_argument("--rank", type=int, action="append", metavar="N", help="only this rank (repeatable)")
-    p.add_argument("--yes", "-y", action="store_true", help="do not ask before running (headless)")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask before running (headless)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print every log line and progress report (on a terminal the default is one line "
+                        "per rank, updated in place; pipes and --json always get every line)")
     p.add_argument("--overwrite-env", action="store_true",
                    help="env: replace a cluster.env that differs from cluster.toml (its diff is printed)")
     p.add_argument("--offline", action="store_true",
@@ -169,24 +175,12 @@ async def _run(args: argparse.Namespace, config: ClusterConfig, jobs: list[str])
                 print_json({"ok": False, "cancelled": True, "plan": plan_dict(plan, fix), "outcomes": []})
             return EXIT_REFUSED
         run = SetupRun(fleet, plan)
-        last: dict[int, float] = {}
-        final: SetupFinished | None = None
-        async for ev in run.events():
-            if isinstance(ev, JobLog):
-                print(f"rank {ev.rank} {ev.job} | {safe(ev.text)}", file=show, flush=True)
-            elif isinstance(ev, StepStarted):
-                print(f"rank {ev.rank} {ev.job} | step {ev.index + 1}/{ev.count}: {safe(ev.label)}",
-                      file=show)
-            elif isinstance(ev, StepProgress):
-                now = time.monotonic()
-                if now - last.get(ev.rank, 0.0) >= PROGRESS_EVERY or ev.progress.eta == 0.0:
-                    last[ev.rank] = now
-                    print(render_progress(ev), file=show, flush=True)
-            elif isinstance(ev, RankDone):
-                print(f"rank {ev.rank} {ev.job} | {ev.state.value}: {safe(fix(ev.message))}", file=show,
-                      flush=True)
-            elif isinstance(ev, SetupFinished):
-                final = ev
+        block = LiveBlock(show) if live_output(show, verbose=args.verbose, json=args.json) else None
+        try:
+            final = await _follow(run, fix, show, block)
+        finally:
+            if block is not None:
+                block.close()
     assert final is not None
     if args.json:
         print_json({"ok": final.ok, "elapsed": round(final.elapsed, 3), "plan": plan_dict(plan, fix),
@@ -195,6 +189,42 @@ async def _run(args: argparse.Namespace, config: ClusterConfig, jobs: list[str])
         print()
         print(render_summary(final, plan, fix))
     return exit_code(final)
+
+
+async def _follow(run: SetupRun, fix: Callable[[str], str], show: TextIO,
+                  block: LiveBlock | None) -> SetupFinished | None:
+    """Print the run's events: every line to `show`, or (with a live `block`) each rank's latest log
+    line, step or progress in place and only what each rank ended with for good."""
+    last: dict[int, float] = {}
+    every = PROGRESS_EVERY if block is None else LIVE_EVERY
+
+    def line(rank: int, text: str, flush: bool = False) -> None:
+        if block is None:
+            print(text, file=show, flush=flush)
+        else:
+            block.update(rank, text)
+
+    final: SetupFinished | None = None
+    async for ev in run.events():
+        if isinstance(ev, JobLog):
+            line(ev.rank, f"rank {ev.rank} {ev.job} | {safe(ev.text)}", flush=True)
+        elif isinstance(ev, StepStarted):
+            line(ev.rank, f"rank {ev.rank} {ev.job} | step {ev.index + 1}/{ev.count}: {safe(ev.label)}")
+        elif isinstance(ev, StepProgress):
+            now = time.monotonic()
+            if now - last.get(ev.rank, 0.0) >= every or ev.progress.eta == 0.0:
+                last[ev.rank] = now
+                line(ev.rank, render_progress(ev), flush=True)
+        elif isinstance(ev, RankDone):
+            done = f"rank {ev.rank} {ev.job} | {ev.state.value}: {safe(fix(ev.message))}"
+            if block is None:
+                print(done, file=show, flush=True)
+            else:
+                block.remove(ev.rank)
+                block.print(done)
+        elif isinstance(ev, SetupFinished):
+            final = ev
+    return final
 
 
 def run(args: argparse.Namespace) -> int:

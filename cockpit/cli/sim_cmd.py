@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
+from typing import Any
 
-from cockpit.cli.common import EXIT_FAILURE, EXIT_REFUSED, EXIT_USAGE, CliError, add_json, print_json
+from cockpit.cli.common import (
+    EXIT_FAILURE,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    CliError,
+    add_json,
+    print_json,
+    table,
+)
 from cockpit.locations import sim_dir
 from cockpit.safetext import safe
 
@@ -196,9 +206,66 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         print_json(info)
     else:
-        for key, value in info.items():
-            print(f"{key}: {value}")
+        print(info_text(info))
     return 0
+
+
+def _num(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+CELLS = ("2", "4", "8")   # the aggregate columns: the card's decode cells beyond one stream
+
+
+def _by_category(info: dict[str, Any]) -> str:
+    """Per category: tokens per step, acceptance rate, single-stream and after-idle decode, and the
+    aggregate decode of the card's cells (`--json` has every concurrency)."""
+    model = info.get("model", {})
+    per_step, accept = model.get("tokens_per_step", {}), model.get("acceptance_rate", {})
+    single, idle = info.get("single_stream_tok_s", {}), info.get("after_idle_tok_s", {})
+    aggregate: dict[str, dict[str, object]] = info.get("aggregate_tok_s", {})
+    streams = [n for n in sorted({n for row in aggregate.values() for n in row}, key=int) if n in CELLS]
+    rows = [[c, _num(per_step.get(c, "-")), _num(accept.get(c, "-")), _num(single.get(c, "-")),
+             _num(idle.get(c, "-")), *(_num(aggregate.get(c, {}).get(n, "-")) for n in streams)]
+            for c in dict.fromkeys([*per_step, *single, *aggregate])]
+    return table(rows, ["CATEGORY", "TOKENS/STEP", "ACCEPTED", "1 STREAM", "AFTER IDLE",
+                        *(f"C={n}" for n in streams)])
+
+
+SHOWN = ("cluster", "model", "single_stream_tok_s", "after_idle_tok_s", "aggregate_tok_s", "step_time_s",
+         "tokenizer", "settings")
+
+
+def info_text(info: dict[str, Any]) -> str:
+    """`sim info` for a reader: the engine's timing model, a decode table per category (tok/s; C=N is
+    the aggregate of N streams), the step time per batch size and the tokenizer. `--json` has it all."""
+    m = info.get("model", {})
+    lines = []
+    if "cluster" in info:
+        lines.append(f"cluster     {safe(info['cluster'].get('dir'))}: {info['cluster'].get('hosts')} hosts")
+    lines += [
+        f"step time   {m.get('step_time_s')}: base_s {_num(m.get('base_s'))} s, per_seq_s "
+        f"{_num(m.get('per_seq_s'))} s; spec_k {m.get('spec_k')}",
+        f"prefill     {_num(m.get('prefill_tok_s'))} tok/s, max batched tokens {m.get('max_batched_tokens')}",
+        f"ttft        {m.get('ttft')}",
+        f"idle        after {_num(m.get('idle_after_s'))} s idle the next request is "
+        f"{_num(m.get('idle_factor'))}x faster",
+        f"noise       jitter {_num(m.get('jitter'))}, seed {m.get('seed')}, "
+        f"time scale {_num(m.get('time_scale'))}",
+        "",
+        "decode tok/s by category (C=N: the aggregate of N streams; every N in --json)",
+        _by_category(info),
+    ]
+    steps: dict[str, object] = info.get("step_time_s", {})
+    if steps:
+        lines += ["", "step time by running sequences (s)",
+                  table([[_num(v) for v in steps.values()]], [f"N={n}" for n in steps])]
+    if "tokenizer" in info:
+        lines += ["", f"tokenizer   {info['tokenizer']}"]
+    for key, value in info.items():   # anything newer than this table: shown, not lost
+        if key not in SHOWN:
+            lines.append(f"{key}: {json.dumps(value, default=str)}")
+    return "\n".join(lines)
 
 
 def cmd_engine(args: argparse.Namespace) -> int:

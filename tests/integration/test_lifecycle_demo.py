@@ -5,9 +5,15 @@ a stop with the head unreachable, and a second cockpit's stop seen by the first.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
+import os
+import pty
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 from pathlib import Path
 
@@ -38,9 +44,49 @@ def _status(cluster) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
     return res.returncode, json.loads(res.stdout)
 
 
+def cli_on_a_terminal(cluster, *args: str, timeout: float = 180) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    """A command with its stdout on a pseudo-terminal of 100 columns: (exit code, what it wrote there)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "--config", str(cluster.config_path), *args],
+                            stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:       # EIO: the command closed the terminal
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        code = proc.wait(timeout)
+    finally:
+        proc.kill()
+        reader.join(10)
+        os.close(master)
+    return code, b"".join(chunks).decode("utf-8", "replace")
+
+
 async def test_a_traceback_while_stopping_is_still_a_stop(fresh_demo_cluster) -> None:
     await _prepared(fresh_demo_cluster)
-    assert cli(fresh_demo_cluster, "launch", "--yes").returncode == 0
+    # the launch on a terminal: every rank's boot in a row of its own, rewritten in place (cursor up,
+    # clear line), cut to the 100 columns; the result printed for good below the rows
+    code, shown = cli_on_a_terminal(fresh_demo_cluster, "launch", "--yes")
+    assert code == 0, shown
+    assert "F\x1b[2K" in shown and "loading weights" in shown, shown
+    rows, below = shown.rsplit("\x1b[2K", 1)
+    assert "result: " in below and "result: " not in rows
+    live = [part.split("\n")[0].rstrip("\r") for part in shown.split("\x1b[2K")[1:]]
+    assert max(map(len, live)) <= 99 and any(row.endswith("rank 0 → ready") for row in live)
+    assert "== launching: 4/4 ranks started" in live
     for rank in range(4):
         fresh_demo_cluster.fault(rank, "traceback-on-stop")
     stop = cli(fresh_demo_cluster, "stop", "--yes")

@@ -12,7 +12,6 @@ takes its keys from the bindings, so a remapped key shows remapped.
 
 from __future__ import annotations
 
-import os
 import time
 from bisect import bisect_right
 from collections import deque
@@ -25,6 +24,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input, Tab, Tabs
 
+from cockpit.locations import logs_save_dir
 from cockpit.telemetry.logfilter import FilteredView, FilterError, LineFilter
 from cockpit.telemetry.logfollow import NO_CONTAINER, FollowEvent, follow
 from cockpit.telemetry.logline import LogLine, save_lines
@@ -494,8 +494,9 @@ class LogsPane(Pane):
     # ---- saving ------------------------------------------------------------------------------------
 
     def action_save(self, full: bool) -> None:
-        what = "all" if full else (self.tab if self.filter is None else f"{self.tab}-filtered")
-        default = f"r37-logs-{what}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        view = "merged" if self.tab == MERGED else f"rank{self.tab[1:]}"
+        what = "all" if full else (view if self.filter is None else f"{view}-filtered")
+        default = logs_save_dir() / f"{time.strftime('%Y%m%d-%H%M%S')}-{what}.log"
         lines: Sequence[LogLine | None] = (self.store.merged.snapshot() if full
                                            else self.source.snapshot())
         count = sum(line is not None for line in lines)
@@ -518,11 +519,13 @@ class LogsPane(Pane):
                 self._save(lines, str(target), False)
 
         self.app.push_screen(PathPrompt(f"Save {shown}: {count:,} lines. File name:",
-                                        os.path.join(os.getcwd(), default)), chosen)
+                                        str(default)), chosen)
 
     @work(thread=True, group="logs-save", name="save the log", exit_on_error=False)
     def _save(self, lines: Sequence[LogLine | None], path: str, overwrite: bool) -> None:
         try:
+            if Path(path).parent == logs_save_dir():   # the default place: made on first use
+                logs_save_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
             n = save_lines(path, lines, overwrite=overwrite)
         except FileExistsError:
             msg = f"not saved: {path} exists"
