@@ -47,6 +47,10 @@ HOST_CHANGES: tuple[HostChange, ...] = (
                "launch", unless="dry_run", actions=("launch.launch",)),
     HostChange("stop", "stops the engine's containers (under the cluster lock on rank 0's host)", "stop",
                actions=("launch.stop",)),
+    # An interactive shell (or a command given to `ssh RANK -- …`) can change anything on the host: the
+    # cockpit cannot tell a look from a change, so read-only opens none, in the container or out.
+    HostChange("shell", "opens an interactive shell on a host (or in its container), where anything can "
+               "be changed", "ssh", actions=("hosts.shell", "hosts.container_shell")),
 )
 
 def command_change(command: str | None, options: Mapping[str, object]) -> HostChange | None:

@@ -1,14 +1,19 @@
-"""Hosts pane: rank, target, state, latency, host key fingerprint and last error, live."""
+"""Hosts pane: rank, target, state, latency, host key fingerprint and last error, live; a shell on the
+selected host (or in its container) with the cockpit's SSH settings, the cockpit suspended meanwhile."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult, SuspendNotSupported
+from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from cockpit.hosts.shell_login import SSH_MISSING, ShellRefused, run_attached, shell_argv, shown, ssh_client
 from cockpit.hosts.state import HostState, HostStatus
+from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise, neutralise_block, safe
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.pane import Pane
@@ -30,6 +35,13 @@ STATE_STYLE = {
 COLUMNS = ("rank", "host", "target", "state", "latency", "host key (SHA256)", "last error")
 
 
+def suspended_run(app: App[object], argv: Sequence[str]) -> int:
+    """Hand the terminal to `argv` with the app suspended (Textual's App.suspend), then resume it where it
+    was; SuspendNotSupported where the app cannot let go of its screen (web mode, a test driver)."""
+    with app.suspend():
+        return run_attached(argv)
+
+
 def _age(since: float, now: float) -> str:
     secs = max(0, int(now - since))
     if secs < 120:
@@ -43,6 +55,10 @@ class HostsPane(Pane):
     TITLE = "Hosts"
     HEADLESS = "r37-cockpit hosts"
     FOCUS = "#hosts-table"
+    BINDINGS = [
+        Binding("s", "shell", "Shell", id="hosts.shell"),
+        Binding("e", "container_shell", "Container shell", id="hosts.container_shell"),
+    ]
 
     DEFAULT_CSS = """
     HostsPane DataTable { height: auto; max-height: 70%; }
@@ -53,6 +69,8 @@ class HostsPane(Pane):
         super().__init__(ctx, id=id, classes=classes)
         self._statuses: dict[int, HostStatus] = {r: ctx.fleet[r].status for r in ctx.config.ranks}
         self.show_ages = True
+        # runs a session's argv with the terminal handed over, returns its exit status (tests: a fake)
+        self.run_session: Callable[[App[object], Sequence[str]], int] = suspended_run
 
     def compose(self) -> ComposeResult:
         table: DataTable[Text | str] = DataTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
@@ -92,11 +110,58 @@ class HostsPane(Pane):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail()
 
-    def _show_detail(self) -> None:
+    @property
+    def selected_rank(self) -> int | None:
         table = self.query_one(DataTable)
         if not self._statuses or table.row_count == 0:
+            return None
+        return sorted(self._statuses)[min(table.cursor_row, len(self._statuses) - 1)]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.ctx.allows("hosts", action)
+
+    def action_shell(self) -> None:
+        self.open_shell(container=False)
+
+    def action_container_shell(self) -> None:
+        self.open_shell(container=True)
+
+    def open_shell(self, *, container: bool) -> None:
+        """An interactive session on the selected host (or in its container): the cockpit suspends, the
+        operator's terminal runs `ssh`, the cockpit resumes; logged in the command log with its status."""
+        rank = self.selected_rank
+        if rank is None:
             return
-        rank = sorted(self._statuses)[min(table.cursor_row, len(self._statuses) - 1)]
+        where = f"rank {rank}'s container" if container else f"rank {rank}"
+        if ssh_client() is None:
+            self.notify(SSH_MISSING, title=f"no shell on {where}", severity="error", timeout=20)
+            return
+        try:
+            argv = shell_argv(self.ctx.config, rank, container=container)
+        except ShellRefused as exc:
+            self.notify(neutralise(str(exc))[:600], title=f"no shell on {where}", severity="error",
+                        timeout=20)
+            return
+        started = time.time()
+        try:
+            status = self.run_session(self.app, argv)
+        except SuspendNotSupported:
+            headless = f"`r37-cockpit ssh {rank}{' --container' if container else ''}`"
+            self.notify(cockpit_remedy(f"this cockpit cannot hand its terminal to a shell (web mode or a "
+                                       f"test driver): run {headless} in a terminal",
+                                       self.ctx.config_path),
+                        title=f"no shell on {where}", severity="warning", timeout=20)
+            return
+        self.ctx.fleet.record_external(rank, shown(argv), started, time.time() - started, status,
+                                       note="interactive container shell" if container
+                                       else "interactive shell", origin="pane:Hosts")
+        self.notify(f"the shell on {where} ended with exit status {status}",
+                    severity="information" if status == 0 else "warning")
+
+    def _show_detail(self) -> None:
+        rank = self.selected_rank
+        if rank is None:
+            return
         s = self._statuses[rank]
         text = Text.assemble((f"rank {s.rank}", "bold"), f" — {safe(s.target, 200)} — ",
                              (s.state.value, STATE_STYLE[s.state]))
