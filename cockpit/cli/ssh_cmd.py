@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "of a login shell. The command line is printed to stderr first; the "
                                    "exit status is ssh's (255: ssh itself failed). Refused in read-only "
                                    "mode (exit 3): a shell can change anything.",
-                       usage="%(prog)s [-h] [--container] RANK [-- CMD …]")
+                       usage="%(prog)s [-h] [--container] [--json] RANK [-- CMD …]")
     p.add_argument("rank", type=int, metavar="RANK", help="the host's rank")
     p.add_argument("--container", action="store_true",
                    help="into the host's container (`[cluster] container_name`) instead of the host")

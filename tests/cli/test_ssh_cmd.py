@@ -3,10 +3,14 @@ cockpit's known_hosts (it just works), ssh's exit status, read-only refusal, unk
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +43,29 @@ def test_a_command_on_a_demo_host_with_the_cockpits_own_known_hosts(demo_cluster
     failed = cockpit(demo_cluster, "ssh", "--container", "2", "--", "false")
     assert failed.returncode == 1, failed.stderr                    # ssh's own status, passed on
     assert shlex.split(failed.stderr.splitlines()[0])[-1] == "docker exec -i ds41_r37 false"
+
+
+@needs_ssh
+def test_an_interactive_session_on_a_terminal(demo_cluster: SimCluster) -> None:
+    """On a terminal (a pty here) the session asks for one (`-t`) and the operator's lines reach the host's
+    shell; leaving it with `exit 4` is the command's exit status."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "--config", str(demo_cluster.config_path),
+                             "ssh", "2"], stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    seen = b""
+    try:
+        os.write(master, b"echo marker-$((6*7))\n")
+        deadline = time.monotonic() + 60
+        while b"marker-42" not in seen and time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                seen += os.read(master, 65536)
+        os.write(master, b"exit 4\n")
+        assert proc.wait(timeout=60) == 4, seen
+    finally:
+        proc.kill()
+        os.close(master)
+    assert b"marker-42" in seen and b" -t -- " in seen, seen
 
 
 def test_read_only_refuses_before_anything_runs(demo_cluster: SimCluster) -> None:
