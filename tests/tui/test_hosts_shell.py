@@ -4,6 +4,7 @@ real OpenSSH client opens a session on a demo host; it is logged with its status
 
 from __future__ import annotations
 
+import io
 import shlex
 import subprocess
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from textual.widgets import DataTable
 
 from cockpit.config import ClusterConfig
 from cockpit.tui.app import CockpitApp
-from cockpit.tui.panes.hosts import HostsPane
+from cockpit.tui.panes.hosts import HostsPane, wait_for_enter
 
 SIZE = (130, 30)
 
@@ -101,3 +102,13 @@ async def test_a_host_the_cockpit_would_not_connect_to_gets_no_shell(
         assert ran == []
         assert any("rank 3: no known_hosts file" in n.message and n.severity == "error"
                    for n in app._notifications)
+
+
+def test_a_failed_session_waits_for_enter_before_the_cockpit_redraws() -> None:
+    out = io.StringIO()
+    stdin = io.StringIO("\nlater input\n")
+    wait_for_enter(255, stdin, out)
+    assert "exit status 255: press Enter to return to the cockpit" in out.getvalue()
+    assert stdin.read() == "later input\n"          # one line read, no more
+    wait_for_enter(1, io.StringIO(""), out)           # EOF returns too
+    wait_for_enter(1, None, None)                     # no terminal streams: nothing to wait on

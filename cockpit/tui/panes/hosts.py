@@ -3,8 +3,10 @@ selected host (or in its container) with the cockpit's SSH settings, the cockpit
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from rich.text import Text
 from textual.app import App, ComposeResult, SuspendNotSupported
@@ -37,9 +39,26 @@ COLUMNS = ("rank", "host", "target", "state", "latency", "host key (SHA256)", "l
 
 def suspended_run(app: App[object], argv: Sequence[str]) -> int:
     """Hand the terminal to `argv` with the app suspended (Textual's App.suspend), then resume it where it
-    was; SuspendNotSupported where the app cannot let go of its screen (web mode, a test driver)."""
+    was; SuspendNotSupported where the app cannot let go of its screen (web mode, a test driver). A session
+    that failed waits for Enter first, so what ssh or docker said is read before the cockpit redraws."""
     with app.suspend():
-        return run_attached(argv)
+        status = run_attached(argv)
+        if status != 0:
+            wait_for_enter(status, sys.__stdin__, sys.__stderr__)
+        return status
+
+
+def wait_for_enter(status: int, stdin: TextIO | None, out: TextIO | None) -> None:
+    """"exit status N: press Enter to return to the cockpit", then one line read (EOF or Ctrl-C also
+    return)."""
+    if stdin is None or out is None:
+        return
+    try:
+        out.write(f"\n[exit status {status}: press Enter to return to the cockpit]")
+        out.flush()
+        stdin.readline()
+    except (OSError, EOFError, KeyboardInterrupt, ValueError):
+        return
 
 
 def _age(since: float, now: float) -> str:
