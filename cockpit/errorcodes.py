@@ -104,6 +104,8 @@ _ALL = [
     ErrorCode("engine-hung", "the engine holds requests but makes no progress",
               "collect logs, stop, relaunch"),
     # the cockpit itself
+    ErrorCode("port-in-use", "`serve` cannot listen: another program has the port",
+              "choose another with `--port`, or stop the other `r37-cockpit serve`"),
     ErrorCode("interrupted", "interrupted by Ctrl-C", "rerun the command"),
     ErrorCode("internal", "a bug in the cockpit", "rerun with R37_DEBUG=1 and report the traceback"),
 ]

@@ -18,6 +18,7 @@ from cockpit.cli import (
     launch_cmd,
     logs_cmd,
     preflight_cmd,
+    serve_cmd,
     setup_cmd,
     sim_cmd,
     ssh_cmd,
@@ -40,7 +41,7 @@ from cockpit.errorcodes import CODES
 # One module per command group, each with `register(subparsers)`, in help order.
 COMMANDS: tuple[ModuleType, ...] = (
     tui_cmd, config_cmd, hosts_cmd, preflight_cmd, setup_cmd, launch_cmd, logs_cmd, chat_cmd, bench_cmd,
-    stats_cmd, sim_cmd, ssh_cmd,
+    stats_cmd, sim_cmd, serve_cmd, ssh_cmd,
 )
 
 
