@@ -3,8 +3,9 @@
 - config: `$XDG_CONFIG_HOME/r37-cockpit/` (default `~/.config/r37-cockpit/`): the user's `cluster.toml`
   (found after `--config` and `./cluster.toml`, `config_search`) and `themes/`, the user's own themes;
 - state: `$XDG_STATE_HOME/r37-cockpit/` (default `~/.local/state/r37-cockpit/`): the launch ledger
-  `launched.json`, the logs archived before a relaunch (`archive/`), the UI state `ui.json` and the
-  simulated cluster of `r37-cockpit demo` / `sim` (`sim/`).
+  `launched.json`, the logs archived before a relaunch (`archive/`), the UI state `ui.json`, the
+  command log of each cockpit session (`sessions/`) and the simulated cluster of `r37-cockpit demo` /
+  `sim` (`sim/`).
 
 Each is computed when asked (the environment is read then, so a test that sets `XDG_STATE_HOME` or
 `XDG_CONFIG_HOME` gets its own); nothing here creates a directory.
@@ -65,6 +66,11 @@ def ui_state_file() -> Path:
 def sim_dir() -> Path:
     """The simulated cluster's directory when neither `--dir` nor `R37_SIM_DIR` names one."""
     return state_dir() / "sim"
+
+
+def sessions_dir() -> Path:
+    """The command log: one JSONL file per cockpit session (`cockpit.recipe.history`)."""
+    return state_dir() / "sessions"
 
 
 def logs_save_dir() -> Path:

@@ -7,6 +7,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
 
 from cockpit import __version__
@@ -14,6 +15,7 @@ from cockpit.cli import (
     bench_cmd,
     chat_cmd,
     config_cmd,
+    history_cmd,
     hosts_cmd,
     launch_cmd,
     logs_cmd,
@@ -41,7 +43,7 @@ from cockpit.errorcodes import CODES
 # One module per command group, each with `register(subparsers)`, in help order.
 COMMANDS: tuple[ModuleType, ...] = (
     tui_cmd, config_cmd, hosts_cmd, preflight_cmd, setup_cmd, launch_cmd, logs_cmd, chat_cmd, bench_cmd,
-    stats_cmd, sim_cmd, serve_cmd, ssh_cmd,
+    stats_cmd, history_cmd, sim_cmd, serve_cmd, ssh_cmd,
 )
 
 
@@ -85,6 +87,20 @@ def _subparsers(parser: argparse.ArgumentParser, option: str) -> list[argparse.A
     return found
 
 
+# Commands that never reach a host: no command log session (and no SSH stack imported for one).
+LOCAL_COMMANDS = frozenset({"config", "sim", "history", "serve"})
+
+
+def _command_log(args: argparse.Namespace, argv: Sequence[str] | None) -> AbstractContextManager[object]:
+    """The session file of this command's host commands, which it asks for under its own name (the
+    command log, `cockpit.recipe.history`)."""
+    if args.command in LOCAL_COMMANDS:
+        return nullcontext()
+    from cockpit.recipe.history import session
+    return session(args.command, list(argv if argv is not None else sys.argv[1:]),
+                   getattr(args, "config", None), __version__)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -92,7 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "tui"])
     want_json = bool(getattr(args, "json", False))
     try:
-        return int(args.func(args) or EXIT_OK)
+        with _command_log(args, argv):
+            return int(args.func(args) or EXIT_OK)
     except ConfigError as exc:
         print(exc.render(), file=sys.stderr)
         if want_json:

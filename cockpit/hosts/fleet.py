@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -13,6 +14,20 @@ from cockpit.hosts.state import CommandRecord, CommandTimeout, HostStatus, HostU
 
 COMMAND_LOG_CAP = 2000
 
+# Called with every Fleet made in this process (the session's command log file listens to each).
+_FLEET_WATCHERS: list[Callable[[Fleet], None]] = []
+
+
+def watch_fleets(watcher: Callable[[Fleet], None]) -> Callable[[], None]:
+    """Call `watcher` with every Fleet made from now on; returns the function that stops it."""
+    _FLEET_WATCHERS.append(watcher)
+
+    def stop() -> None:
+        if watcher in _FLEET_WATCHERS:
+            _FLEET_WATCHERS.remove(watcher)
+
+    return stop
+
 
 class Fleet:
     """One supervised connection per host; status changes go to every listener."""
@@ -21,13 +36,45 @@ class Fleet:
         self.config = config
         self.command_log: deque[CommandRecord] = deque(maxlen=COMMAND_LOG_CAP)
         self._listeners: list[Callable[[HostStatus], None]] = []
+        self._command_listeners: list[Callable[[CommandRecord], None]] = []
         self.hosts: dict[int, Host] = {
-            h.rank: Host(h, config.ssh, self._status_changed, self.command_log.append)
+            h.rank: Host(h, config.ssh, self._status_changed, self._recorded)
             for h in config.by_rank()
         }
+        for watcher in list(_FLEET_WATCHERS):
+            watcher(self)
 
     def subscribe(self, listener: Callable[[HostStatus], None]) -> None:
         self._listeners.append(listener)
+
+    def on_command(self, listener: Callable[[CommandRecord], None]) -> Callable[[], None]:
+        """Call `listener` with every command record (a run's start and its end, a stream's start);
+        returns the function that stops it. A listener that raises never fails the command it records."""
+        self._command_listeners.append(listener)
+
+        def stop() -> None:
+            if listener in self._command_listeners:
+                self._command_listeners.remove(listener)
+
+        return stop
+
+    def _recorded(self, rec: CommandRecord) -> None:
+        self.command_log.append(rec)
+        for listener in list(self._command_listeners):
+            with contextlib.suppress(Exception):
+                listener(rec)
+
+    def record_external(self, rank: int, line: str, started: float, duration: float | None,
+                        status: int | None, *, note: str = "interactive", origin: str = "") -> CommandRecord:
+        """Log a session the cockpit ran on a host outside its own connections (an interactive `ssh`):
+        in the command log and to every command listener, like the commands it runs itself."""
+        if rank not in self.hosts:
+            raise KeyError(f"no host has rank {rank}")
+        from cockpit.hosts import origin as asked
+        rec = CommandRecord(rank, line, started, duration, status, note=note,
+                            origin=origin or asked.current())
+        self._recorded(rec)
+        return rec
 
     def _status_changed(self, status: HostStatus) -> None:
         for listener in list(self._listeners):

@@ -14,6 +14,7 @@ import asyncssh
 
 from cockpit.config import HostEntry, SSHSection
 from cockpit.hosts import known_hosts as kh
+from cockpit.hosts import origin
 from cockpit.hosts.output import MAX_LINE, MAX_OUTPUT, collect, split_lines
 from cockpit.hosts.shell import Cmd, as_command
 from cockpit.hosts.sshconfig import HostKeyPolicy, resolve
@@ -287,7 +288,7 @@ class Host:
 
     def _record(self, rec: CommandRecord) -> None:
         if self._on_command:
-            self._on_command(rec)
+            self._on_command(rec if rec.origin else replace(rec, origin=origin.current()))
 
     # ---- commands ----------------------------------------------------------------------------------
 

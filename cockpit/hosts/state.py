@@ -95,7 +95,13 @@ class CommandRecord:
     started: float
     duration: float | None = None
     exit_status: int | None = None
-    note: str = ""
+    note: str = ""      # "timeout", "lost", "stream" (a long-lived command: recorded when it starts), …
+    origin: str = ""    # who asked: a command ("preflight"), a pane ("pane:Setup"), "watcher" (`origin`)
+
+    @property
+    def done(self) -> bool:
+        """Finished (or a stream, recorded once when it starts): not the record of a run just begun."""
+        return self.duration is not None or self.note == "stream"
 
 
 class HostUnavailable(Exception):

@@ -19,11 +19,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
-from textual.worker import Worker, WorkerState
+from textual.worker import NoActiveWorker, Worker, WorkerState, get_current_worker
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostStatus
+from cockpit.hosts.origin import add_resolver, asking
 from cockpit.locations import user_themes_dir
+from cockpit.recipe import history
 from cockpit.recipe.timeline import ApiChanged
 from cockpit.safetext import neutralise, safe
 from cockpit.tui import uistate
@@ -35,6 +37,7 @@ from cockpit.tui.messages import ClusterChanged, HostStatusChanged, StatsChanged
 from cockpit.tui.pane import Pane
 from cockpit.tui.panes.bench import BenchPane
 from cockpit.tui.panes.chat import ChatPane
+from cockpit.tui.panes.commands import CommandsPane
 from cockpit.tui.panes.hosts import HostsPane
 from cockpit.tui.panes.launch import LaunchPane
 from cockpit.tui.panes.logs import LogsPane
@@ -53,9 +56,26 @@ PANES: tuple[tuple[str, type[Pane]], ...] = (
     ("stats", StatsPane),
     ("chat", ChatPane),
     ("bench", BenchPane),
+    ("commands", CommandsPane),
 )
 WORKER_REMEDY = ("the pane is usable again: press its key to retry; if it fails again, run `{headless}` "
                  "in a shell for the full error")
+
+
+def pane_origin() -> str:
+    """Who asks for a host command run by a worker now: "pane:<title>" of the pane the worker belongs
+    to ("" outside a pane's worker). The command log's origin (`cockpit.hosts.origin`)."""
+    try:
+        node: object = get_current_worker().node
+    except NoActiveWorker:
+        return ""
+    if not isinstance(node, Pane):
+        node = next((a for a in node.ancestors if isinstance(a, Pane)), None) if isinstance(
+            node, Widget) else None
+    return f"pane:{node.TITLE}" if isinstance(node, Pane) else ""
+
+
+add_resolver(pane_origin)
 
 
 def _pane_bindings() -> list[Binding]:
@@ -107,11 +127,17 @@ class CockpitApp(App[None]):
         self.refresh_header()
         if self.connect:
             self.fleet.subscribe(self._post_host_status)
-            self.fleet.start()
+            with asking("fleet"):       # the tasks started here ask under these names (the command log)
+                self.fleet.start()
             self.ctx.watcher.subscribe(self._post_cluster_event)
-            self.ctx.watcher.start()
+            with asking("watcher"):
+                self.ctx.watcher.start()
             self.ctx.monitor.subscribe(self._post_stats)
-            self.ctx.monitor.start()
+            with asking("stats sampler"):
+                self.ctx.monitor.start()
+        log = history.current()
+        if log is not None and log.warning:
+            self.notify(safe(log.warning, 600), title="command log", severity="warning", timeout=30)
         self.set_interval(1.0, self._tick)
         self.call_after_refresh(self._freeze_startup_objects)
 

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from test_bench_snap import scene as bench_scene
 from test_chat_snap import scene as chat_scene
+from test_commands_snap import scene as commands_scene
 from test_hosts_snap import scene as hosts_scene
 from test_launch_snap import scene as launch_scene
 from test_logs_snap import scene as logs_scene
@@ -23,7 +24,7 @@ THEMES = ("cockpit-dark", "cockpit-light")
 Scene = Callable[[CockpitApp, object], Awaitable[None]]
 SCENES: dict[str, Scene] = {"hosts": hosts_scene, "preflight": preflight_scene, "setup": setup_scene,
                             "launch": launch_scene, "logs": logs_scene, "stats": stats_scene,
-                            "chat": chat_scene, "bench": bench_scene}
+                            "chat": chat_scene, "bench": bench_scene, "commands": commands_scene}
 
 
 def _run(app: CockpitApp, scene: Scene, theme: str) -> Callable[[object], Awaitable[None]]:

@@ -1,0 +1,250 @@
+"""Commands pane: every command this cockpit ran on a host, live (newest at the bottom, followed unless
+the cursor was moved up): time, rank, who asked, exit, duration and the exact line. Filter by rank and by
+text; the selected row's full line shows below the table, and a key copies it. Lines are redacted and
+neutralised (`cockpit.recipe.history.redact`, `cockpit.safetext`); the session file has the same."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable, Input, Static
+
+from cockpit.hosts import CommandRecord
+from cockpit.hosts.fleet import COMMAND_LOG_CAP
+from cockpit.recipe.history import failed as command_failed
+from cockpit.recipe.history import redact
+from cockpit.safetext import clip, neutralise, neutralise_block
+from cockpit.tui.context import CockpitContext
+from cockpit.tui.pane import Pane
+from cockpit.tui.styles import rank_role
+from cockpit.tui.widgets.statusline import StatusLine
+
+COLUMNS = ("time", "rank", "origin", "exit", "duration", "line")
+LINE_CELL = 160     # characters of a line in the table (the detail below shows all of it)
+DETAIL_MAX = 8_000  # characters of the selected line shown below the table
+
+
+class CommandRecorded(Message):
+    """The fleet recorded a command (posted from the fleet's callback)."""
+
+    def __init__(self, record: CommandRecord):
+        super().__init__()
+        self.record = record
+
+
+def outcome(rec: CommandRecord) -> tuple[str, str]:
+    """The exit column's text and role: ok, failed, timeout, lost; a stream has no exit."""
+    if rec.note in ("timeout", "lost"):
+        return rec.note, "warn" if rec.note == "timeout" else "fail"
+    if rec.note == "stream":
+        return "stream", "muted"
+    if rec.exit_status is None:
+        return "—", "muted"
+    return str(rec.exit_status), "ok.soft" if rec.exit_status == 0 else "fail"
+
+
+def shown_line(rec: CommandRecord) -> str:
+    return neutralise(redact(rec.command))
+
+
+class CommandsPane(Pane):
+    """The command log of this session: a table, a text filter, the selected line and a status line."""
+
+    TITLE = "Commands"
+    HEADLESS = "r37-cockpit history last"
+    FOCUS = "#commands-table"
+    HINTS = ("cycle_rank", "filter", "copy", "follow")
+
+    BINDINGS = [
+        Binding("r", "cycle_rank", "Rank", id="commands.rank"),
+        Binding("slash", "filter", "Filter", id="commands.filter", key_display="/"),
+        Binding("escape", "clear_filter", "Clear filter", id="commands.clear_filter", show=False),
+        Binding("c", "copy", "Copy line", id="commands.copy"),
+        Binding("f,end", "follow", "Follow", id="commands.follow"),
+    ]
+    DEFAULT_CSS = """
+    CommandsPane #commands-filter { height: 3; }
+    CommandsPane #commands-table { height: 1fr; }
+    CommandsPane #commands-line { height: auto; max-height: 6; padding: 0 1; }
+    CommandsPane #commands-status { padding: 0 1; }
+    """
+
+    clock: Callable[[float], time.struct_time] = staticmethod(time.localtime)
+    """How the time column reads a record's start (local time)."""
+
+    def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
+        super().__init__(ctx, id=id, classes=classes)
+        self.records: deque[CommandRecord] = deque(maxlen=COMMAND_LOG_CAP)
+        self.rank: int | None = None      # None: every rank
+        self.text = ""
+        self.listed: list[CommandRecord] = []
+        self._stop_listening = lambda: None
+
+    def compose(self) -> ComposeResult:
+        yield Input(id="commands-filter", placeholder="text in the line or origin; Enter applies")
+        yield DataTable(id="commands-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="commands-line", markup=False)
+        yield StatusLine(id="commands-status")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for col in COLUMNS:
+            table.add_column(col, key=col)
+        for rec in self.ctx.fleet.command_log:
+            if rec.done:
+                self.records.append(rec)
+        self._stop_listening = self.ctx.fleet.on_command(self._recorded)
+        self.rebuild()
+
+    def on_unmount(self) -> None:
+        self._stop_listening()
+
+    def _recorded(self, rec: CommandRecord) -> None:
+        if rec.done:
+            self.post_message(CommandRecorded(rec))
+
+    def on_command_recorded(self, message: CommandRecorded) -> None:
+        self.add(message.record)
+
+    # ---- the model -----------------------------------------------------------------------------------
+
+    def matches(self, rec: CommandRecord) -> bool:
+        needle = self.text.casefold()
+        return ((self.rank is None or rec.rank == self.rank)
+                and (not needle or needle in rec.command.casefold() or needle in rec.origin.casefold()))
+
+    def add(self, rec: CommandRecord) -> None:
+        """One more finished command; the table follows it when the cursor was on the last row."""
+        if len(self.records) == self.records.maxlen:
+            self.records.append(rec)
+            self.rebuild()
+            return
+        self.records.append(rec)
+        if not self.matches(rec):
+            self._show_status()
+            return
+        table = self.query_one(DataTable)
+        following = table.row_count == 0 or table.cursor_row >= table.row_count - 1
+        self.listed.append(rec)
+        table.add_row(*self._cells(rec))
+        if following:
+            table.move_cursor(row=table.row_count - 1)
+        self._show_status()
+
+    def rebuild(self) -> None:
+        """The table again from the records, by the filters (the cursor goes to the newest row)."""
+        table = self.query_one(DataTable)
+        table.clear()
+        self.listed = [rec for rec in self.records if self.matches(rec)]
+        for rec in self.listed:
+            table.add_row(*self._cells(rec))
+        if self.listed:
+            table.move_cursor(row=len(self.listed) - 1)
+        self._show_detail(self.selected())
+        self._show_status()
+
+    def _cells(self, rec: CommandRecord) -> list[Text]:
+        label, role = outcome(rec)
+        duration = "" if rec.duration is None else f"{rec.duration:.2f}s"
+        return [Text(time.strftime("%H:%M:%S", self.clock(rec.started)), style="muted"),
+                Text(str(rec.rank), style=rank_role(rec.rank)),
+                Text(neutralise(rec.origin) or "—", style="" if rec.origin else "muted"),
+                Text(label, style=role), Text(duration, style="muted"),
+                Text(clip(shown_line(rec), LINE_CELL))]
+
+    def selected(self) -> CommandRecord | None:
+        table = self.query_one(DataTable)
+        if not self.listed or not 0 <= table.cursor_row < len(self.listed):
+            return None
+        return self.listed[table.cursor_row]
+
+    @on(DataTable.RowHighlighted, "#commands-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(self.selected())
+
+    def _show_detail(self, rec: CommandRecord | None) -> None:
+        line = self.query_one("#commands-line", Static)
+        if rec is None:
+            line.update(Text("no command selected", style="muted") if self.records else Text(
+                "no command has run on a host yet in this session", style="muted"))
+            return
+        label, role = outcome(rec)
+        text = Text.assemble((f"rank {rec.rank}", "bold"), "  ", (label, role), "  ",
+                             (neutralise(rec.origin) or "—", "muted"), "\n")
+        text.append(neutralise_block(clip(redact(rec.command), DETAIL_MAX)))
+        line.update(text)
+
+    def _show_status(self) -> None:
+        if not self.is_mounted:
+            return
+        rank = "all ranks" if self.rank is None else f"rank {self.rank}"
+        total = len(self.records)
+        listed = len(self.listed)
+        count = f"{listed} of {total} commands" if listed != total else f"{total} commands"
+        parts = [Text(count), Text(rank)]
+        if self.text:
+            parts.append(Text(f"filter: {neutralise(self.text)}", style="warn.soft"))
+        failed = sum(command_failed(r.exit_status, r.note) for r in self.records)
+        if failed:
+            parts.append(Text(f"{failed} failed", style="fail"))
+        self.query_one(StatusLine).show([(parts, " · "), (self.key_hint_parts(), "  ")])
+
+    def refresh_view(self) -> None:
+        if self.is_mounted:
+            self.rebuild()
+
+    # ---- actions -------------------------------------------------------------------------------------
+
+    def action_cycle_rank(self) -> None:
+        """all → each rank of the cluster in order → all."""
+        order: list[int | None] = [None, *self.ctx.config.ranks]
+        self.rank = order[(order.index(self.rank) + 1) % len(order)] if self.rank in order else None
+        self.rebuild()
+
+    def action_filter(self) -> None:
+        self.query_one("#commands-filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#commands-filter", Input)
+        box.value = ""
+        if self.text:
+            self.text = ""
+            self.rebuild()
+        self.query_one(DataTable).focus()
+
+    @on(Input.Submitted, "#commands-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.apply_filter(event.value)
+        self.query_one(DataTable).focus()
+
+    @on(Input.Changed, "#commands-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.apply_filter(event.value)
+
+    def apply_filter(self, text: str) -> None:
+        text = text.strip()[:200]
+        if text != self.text:
+            self.text = text
+            self.rebuild()
+
+    def action_copy(self) -> None:
+        rec = self.selected()
+        if rec is None:
+            self.notify("no command selected", severity="warning")
+            return
+        self.app.copy_to_clipboard(redact(rec.command))
+        self.notify("command line copied to the clipboard", timeout=3)
+
+    def action_follow(self) -> None:
+        table = self.query_one(DataTable)
+        if table.row_count:
+            table.move_cursor(row=table.row_count - 1)
