@@ -24,6 +24,11 @@ _ALL = [
               "or pass `--config PATH`"),
     ErrorCode("config-invalid", "cluster.toml cannot be used (file, key and reason are named)",
               "fix the named key; `r37-cockpit config check`"),
+    ErrorCode("cluster-unknown", "`--cluster NAME` names no known cluster (the known ones are listed)",
+              "use a listed name: the main cluster.toml's, a `cluster.d/*.toml`'s or another `--config`'s "
+              "`[cluster] name`"),
+    ErrorCode("cluster-name-taken", "two cluster files have the same `[cluster] name`",
+              "give each cluster.toml a `[cluster] name` of its own"),
     ErrorCode("env-invalid", "a cluster.env cannot be imported (line and reason are named)",
               "fix the named line of cluster.env"),
     ErrorCode("file-exists", "a file the cockpit would write exists already",

@@ -53,23 +53,30 @@ def build_parser() -> argparse.ArgumentParser:
         description="Operator's cockpit for the R37 DeepSeek-V4.1-Flash deployment on DGX Spark hosts. "
                     "Without a command, opens the TUI.")
     parser.add_argument("--version", action="version", version=f"r37-cockpit {__version__}")
-    parser.add_argument("--config", metavar="PATH",
+    parser.add_argument("--config", metavar="PATH", action="append", dest="configs",
                         help="cluster.toml (default: ./cluster.toml, then "
-                             "$XDG_CONFIG_HOME/r37-cockpit/cluster.toml)")
+                             "$XDG_CONFIG_HOME/r37-cockpit/cluster.toml); give it again for more clusters")
+    parser.add_argument("--cluster", metavar="NAME", help=CLUSTER_HELP)
     parser.add_argument("--read-only", action="store_true", help=READ_ONLY_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS:
         module.register(sub)
     for child in _subparsers(parser, "--config"):
-        child.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
-                           help="cluster.toml (also accepted before the command)")
+        child.add_argument("--config", metavar="PATH", action="append", dest="configs_after",
+                           default=argparse.SUPPRESS, help="cluster.toml (also accepted before the command)")
+    for child in _subparsers(parser, "--cluster"):
+        child.add_argument("--cluster", metavar="NAME", default=argparse.SUPPRESS,
+                           help="the cluster to use (also accepted before the command)")
     for child in _subparsers(parser, "--read-only"):
         child.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS,
                            help="change no host (also accepted before the command)")
     return parser
 
 
-READ_ONLY_HELP = ("change no host: setup, launch and stop are refused (exit 3) and hidden in the TUI; "
+CLUSTER_HELP = ("the cluster to use, by its `[cluster] name`: the main cluster.toml's, one in `cluster.d/` "
+                "beside it, or another --config's (default: the main one)")
+
+READ_ONLY_HELP = ("change no host: setup, launch, stop and ssh are refused (exit 3) and hidden in the TUI; "
                   "preflight, status, logs, stats, chat and bench still work. `[ui] read_only = true` in "
                   "cluster.toml turns it on as well, and no option turns that off")
 
@@ -85,6 +92,20 @@ def _subparsers(parser: argparse.ArgumentParser, option: str) -> list[argparse.A
                     found.append(child)
                 found += _subparsers(child, option)
     return found
+
+
+def _choose_config(args: argparse.Namespace) -> None:
+    """`args.config`: the one file this command runs with — the main `--config` (or None: discovery), or
+    with `--cluster NAME` the file of that cluster; `args.config_files`: every `--config` given."""
+    own = getattr(args, "config", None)             # a subcommand's own --config option, if it has one
+    given = [*([own] if isinstance(own, str | os.PathLike) else ()),
+             *(getattr(args, "configs", None) or ()), *(getattr(args, "configs_after", None) or ())]
+    args.config_files = given
+    args.config = given[0] if given else None
+    name = getattr(args, "cluster", None)
+    if name is not None:
+        from cockpit.config.clusters import choose_cluster, load_clusters
+        args.config = str(choose_cluster(load_clusters(given), name).path)
 
 
 # Commands that never reach a host: no command log session (and no SSH stack imported for one).
@@ -108,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "tui"])
     want_json = bool(getattr(args, "json", False))
     try:
+        _choose_config(args)
         with _command_log(args, argv):
             return int(args.func(args) or EXIT_OK)
     except ConfigError as exc:

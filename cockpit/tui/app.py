@@ -9,7 +9,7 @@ command palette, and turns any failed worker into a notification and the pane's 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import NoActiveWorker, Worker, WorkerState, get_current_worker
 
 from cockpit.config import ClusterConfig
+from cockpit.config.clusters import ClusterRef
 from cockpit.hosts import Fleet, HostStatus
 from cockpit.hosts.origin import add_resolver, asking
 from cockpit.locations import user_themes_dir
@@ -31,6 +32,7 @@ from cockpit.safetext import neutralise, safe
 from cockpit.tui import uistate
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.dialogs import Confirm, KeyMapScreen
+from cockpit.tui.dialogs.clusters import ClusterPicker
 from cockpit.tui.header import ClusterHeader
 from cockpit.tui.keys import action_name, current_bindings
 from cockpit.tui.messages import ClusterChanged, HostStatusChanged, StatsChanged
@@ -96,15 +98,20 @@ class CockpitApp(App[None]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "keys", "Keys", id="app.keys", key_display="?"),
+        Binding("C", "clusters", "Clusters", id="app.clusters"),
         *_pane_bindings(),
     ]
 
     def __init__(self, config: ClusterConfig, config_path: Path | None = None, *, connect: bool = True,
-                 api_url: str | None = None, read_only: bool = False, themes_dir: Path | None = None):
+                 api_url: str | None = None, read_only: bool = False, themes_dir: Path | None = None,
+                 clusters: Sequence[ClusterRef] = ()):
         super().__init__()
         self.config = config
         self.config_path = config_path
         self.connect = connect
+        self.api_url, self.read_only_flag = api_url, read_only
+        self.clusters = list(clusters)      # every cluster `C` can switch to (this one among them)
+        self.generation = 0                 # +1 per switch: messages of the cluster before are dropped
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
         self.keymap: dict[str, str] = dict(config.ui.keymap or {})
@@ -125,30 +132,40 @@ class CockpitApp(App[None]):
     def on_mount(self) -> None:
         self._apply_ui_settings()
         self.refresh_header()
-        if self.connect:
-            self.fleet.subscribe(self._post_host_status)
-            with asking("fleet"):       # the tasks started here ask under these names (the command log)
-                self.fleet.start()
-            self.ctx.watcher.subscribe(self._post_cluster_event)
-            with asking("watcher"):
-                self.ctx.watcher.start()
-            self.ctx.monitor.subscribe(self._post_stats)
-            with asking("stats sampler"):
-                self.ctx.monitor.start()
+        self._connect()
         log = history.current()
         if log is not None and log.warning:
             self.notify(safe(log.warning, 600), title="command log", severity="warning", timeout=30)
         self.set_interval(1.0, self._tick)
         self.call_after_refresh(self._freeze_startup_objects)
 
+    def _connect(self) -> None:
+        """Start the fleet, the live model and the stats monitor of the active cluster."""
+        if not self.connect:
+            return
+        self.fleet.subscribe(self._post_host_status)
+        with asking("fleet"):       # the tasks started here ask under these names (the command log)
+            self.fleet.start()
+        self.ctx.watcher.subscribe(self._post_cluster_event)
+        with asking("watcher"):
+            self.ctx.watcher.start()
+        self.ctx.monitor.subscribe(self._post_stats)
+        with asking("stats sampler"):
+            self.ctx.monitor.start()
+
+    async def _disconnect(self) -> None:
+        await self.ctx.monitor.close()
+        await self.ctx.watcher.close()
+        await self.fleet.close()
+
     def _post_host_status(self, status: HostStatus) -> None:
-        self.post_message(HostStatusChanged(status))
+        self.post_message(HostStatusChanged(status, self.generation))
 
     def _post_cluster_event(self, event: object) -> None:
-        self.post_message(ClusterChanged(event))
+        self.post_message(ClusterChanged(event, self.generation))
 
     def _post_stats(self) -> None:
-        self.post_message(StatsChanged())
+        self.post_message(StatsChanged(self.generation))
 
     def _freeze_startup_objects(self) -> None:
         """Widgets and modules live as long as the app: keep them out of full GC passes, which otherwise
@@ -157,9 +174,66 @@ class CockpitApp(App[None]):
         gc.freeze()
 
     async def on_unmount(self) -> None:
-        await self.ctx.monitor.close()
-        await self.ctx.watcher.close()
-        await self.fleet.close()
+        await self._disconnect()
+
+    # ---- clusters -------------------------------------------------------------------------------------
+
+    def active_cluster(self) -> int | None:
+        """The index of the open cluster in `clusters` (None when the app was given none)."""
+        here = _identity(self.config_path)
+        return next((i for i, ref in enumerate(self.clusters) if _identity(ref.path) == here), None)
+
+    def cluster_title(self) -> str:
+        """The header's name: the cluster's, with its place when there are several ("r37 · 1/3")."""
+        index = self.active_cluster()
+        name = self.config.cluster.name
+        return f"{name} · {index + 1}/{len(self.clusters)}" if index is not None and len(self.clusters) > 1 \
+            else name
+
+    def action_clusters(self) -> None:
+        if len(self.clusters) < 2:
+            self.notify("this cockpit knows one cluster: put more cluster files in cluster.d/ beside "
+                        "cluster.toml, or give --config again", title="clusters")
+            return
+        self.push_screen(ClusterPicker(self.clusters, self.config_path), self._cluster_chosen)
+
+    def _cluster_chosen(self, ref: ClusterRef | None) -> None:
+        if ref is None or _identity(ref.path) == _identity(self.config_path):
+            return
+        if ref.error is not None:
+            problems = "\n".join(safe(line, 300) for line in ref.error.render().splitlines()[:5])
+            self.notify(problems, title=f"cluster {safe(ref.name, 60)} cannot be opened",
+                        severity="error", timeout=20)
+            return
+        def switch(yes: bool | None = True) -> None:
+            if yes:
+                self.run_worker(self.switch_cluster(ref), exclusive=True, group="clusters")
+
+        why = self.busy()
+        if why:
+            self.push_screen(Confirm(f"Switch to {safe(ref.name, 60)} now? {why}.", yes="switch", no="stay"),
+                             switch)
+        else:
+            switch()
+
+    async def switch_cluster(self, ref: ClusterRef) -> None:
+        """Close this cluster's connections, open `ref`'s, and show its panes on the same pane as now."""
+        config = ref.loaded()
+        tabs = self.query(TabbedContent)
+        shown = tabs.first().active if tabs else ""
+        self.generation += 1                # from now on, what the old fleet reports is dropped
+        await self._disconnect()
+        self.config, self.config_path = config, ref.path
+        self.fleet = Fleet(config)
+        self.ctx = CockpitContext(config, ref.path, self.fleet, api_url=self.api_url,
+                                  read_only=self.read_only_flag)
+        await self.recompose()
+        self._connect()
+        self.refresh_header()
+        if shown:
+            self.action_show_pane(shown)
+        self.notify(f"now on cluster {safe(config.cluster.name, 60)} ({safe(str(ref.path), 200)})",
+                    title="clusters")
 
     # ---- panes ----------------------------------------------------------------------------------------
 
@@ -185,7 +259,7 @@ class CockpitApp(App[None]):
     def on_cluster_changed(self, message: ClusterChanged) -> None:
         """The live model changed: the header and the launch pane render it again."""
         panes = self.query(LaunchPane)
-        if not panes:
+        if not panes or message.cluster != self.generation:
             return
         panes.first().apply(message.event)  # type: ignore[arg-type]
         if isinstance(message.event, ApiChanged):
@@ -195,12 +269,15 @@ class CockpitApp(App[None]):
 
     def on_stats_changed(self, message: StatsChanged) -> None:
         """The monitor judged again: the header (alert count) always, the Stats pane when shown."""
+        if message.cluster != self.generation:
+            return
         for pane in self.query(StatsPane):
             pane.stats_changed()
         self.refresh_header()
 
     def on_host_status_changed(self, message: HostStatusChanged) -> None:
-        self.show_status(message.status)
+        if message.cluster == self.generation:
+            self.show_status(message.status)
 
     def show_status(self, status: HostStatus) -> None:
         """Render one host's new status everywhere it shows (nowhere once the app is closing: the fleet
@@ -216,14 +293,19 @@ class CockpitApp(App[None]):
             return
         for notice in self.ctx.watcher.ledger.pop_warnings():   # a corrupt launch ledger kept aside, …
             self.notify(safe(notice.message), title=notice.code, severity="warning", timeout=30)
-        pane = self.query_one(HostsPane)
+        panes = self.query(HostsPane)
+        if not panes:
+            return                          # between two clusters' panes
+        pane = panes.first()
         for status in pane.statuses:
             if not status.connected:
                 pane.update_status(status)  # ages of non-connected states move on
         self.refresh_header()
 
     def refresh_header(self) -> None:
-        self.query_one(ClusterHeader).show(self.config.cluster.name, self.query_one(HostsPane).statuses,
+        if not self.query(HostsPane) or not self.query(ClusterHeader):
+            return                          # between two clusters' panes (a switch recomposes)
+        self.query_one(ClusterHeader).show(self.cluster_title(), self.query_one(HostsPane).statuses,
                                            self.ctx.watcher.timeline, self.ctx.watcher.looked(),
                                            self.ctx.monitor.stats.alerts, read_only=self.ctx.read_only)
 
@@ -307,6 +389,11 @@ class CockpitApp(App[None]):
         for number, (pid, cls) in enumerate(PANES, start=1):
             yield SystemCommand(f"Pane: {cls.TITLE}", f"Show the {cls.TITLE} pane (key {number})",
                                 partial(self.action_show_pane, pid))
+        active = self.active_cluster()
+        for i, ref in enumerate(self.clusters):
+            if i != active and len(self.clusters) > 1:
+                yield SystemCommand(f"Cluster: {safe(ref.name, 60)}", f"Switch to {safe(str(ref.path), 120)} "
+                                    "(key C lists them)", partial(self._cluster_chosen, ref))
         for pid, _cls in PANES:
             found = self.query(f"#{pid}-pane")
             if not found:
@@ -344,3 +431,10 @@ class CockpitApp(App[None]):
         if pane is not None:
             pane.show_worker_error(Text.assemble((f"{what} failed: ", "fail"), (message, "fail.soft"),
                                                  ("  remedy: ", "bold"), (neutralise(remedy)[:600], "muted")))
+
+
+def _identity(path: Path | None) -> Path | None:
+    try:
+        return None if path is None else Path(path).resolve()
+    except OSError:
+        return Path(path).absolute() if path is not None else None

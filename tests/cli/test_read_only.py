@@ -27,6 +27,7 @@ REFUSED = [
     ("launch", ["launch", "--yes"]),
     ("replace-stopped", ["launch", "--replace-stopped", "--yes"]),
     ("stop", ["stop", "--yes", "--force"]),
+    ("shell", ["ssh", "0"]),                       # a shell can change anything
 ]
 
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2] / "cockpit"
 SIM_MAY_IMPORT = {"cockpit.constants", "cockpit.kstamp"}  # no cockpit logic: the sim stands in for the world
 
 ORDER = ("cli", "tui", "bench", "recipe", "telemetry", "api", "hosts", "base")   # top to bottom
-BASE = {"__init__", "config", "constants", "envfile", "errorcodes", "files", "kstamp", "locations",
+BASE = {"__init__", "config", "constants", "envfile", "errorcodes", "files", "kstamp", "lazy", "locations",
         "remedy", "safetext"}
 """Modules and packages at the package root below every layer (`__init__`: `cockpit.__version__`)."""
 ENTRY = {"__main__"}   # `python -m cockpit`: runs the CLI, so it sits with it

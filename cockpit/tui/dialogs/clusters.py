@@ -23,10 +23,11 @@ def cluster_label(ref: ClusterRef, active: bool) -> Text:
     """`● name  path` (or `○`), with the first problem of a file that cannot be used."""
     text = Text("● " if active else "○ ", style="bold" if active else "")
     text.append(safe(ref.name, 60), style="bold" if active else "")
-    text.append(f"  {safe(str(ref.path), 120)}", style="dim")
+    text.append(f"  {safe(str(ref.path), 120)}", style="muted")
     if ref.error is not None:
         key, reason = ref.error.problems[0] if ref.error.problems else ("", "cannot be used")
-        text.append(f"\n    cannot be used: {safe(f'{key}: {reason}' if key else reason, 200)}", style="red")
+        problem = f"{key}: {reason}" if key else reason
+        text.append(f"\n    cannot be used: {safe(problem, 200)}", style="fail.soft")
     return text
 
 

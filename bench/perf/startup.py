@@ -1,0 +1,172 @@
+"""Start-up of r37-cockpit, each figure next to a bare `python -c pass` measured in the same run.
+
+Targets (issue 15): `--version` and `--help` <= 0.15 s of wall time; a headless command's own import
+cost <= 0.25 s; the TUI's first frame <= 1 s and every host connected <= 2 s on the demo cluster.
+
+    python bench/perf/startup.py                 # starts a 4-host demo cluster in a temp dir
+    python bench/perf/startup.py --runs 9 --json
+    python bench/perf/startup.py --dir DIR       # an already running sim cluster (DIR/cluster.toml)
+
+- wall: median wall time of the whole process over --runs runs;
+- own import cost: what the command imports beyond what `python -c pass` does, from `-X importtime`
+  (the sum of the top-level imports' cumulative times), for the real command run against the demo
+  cluster, so imports a command makes late (inside its handler) count too;
+- TUI: the cockpit in a pseudo-terminal (160x48); first frame = the pane tabs appear on the terminal,
+  connected = the header says every host is connected; both from the process's start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+PY = sys.executable
+HEADLESS = {                       # command -> argv after `--config PATH`
+    "hosts": ["hosts"],
+    "preflight": ["preflight"],
+    "status": ["status"],
+    "logs": ["logs", "-n", "1"],
+    "stats": ["stats", "--once"],
+    "config check": ["config", "check"],
+}
+TARGETS = {"version": 0.15, "help": 0.15, "import": 0.25, "first_frame": 1.0, "connected": 2.0}
+
+
+def wall(argv: list[str], runs: int, env: dict[str, str]) -> float:
+    """Median wall seconds of running argv to its end."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, timeout=120)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def import_seconds(argv: list[str], env: dict[str, str]) -> float:
+    """Seconds spent importing (top-level modules' cumulative time from `-X importtime`)."""
+    res = subprocess.run([PY, "-X", "importtime", *argv], capture_output=True, text=True, env=env,
+                         timeout=180)
+    total = 0
+    for line in res.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        _self, cumulative, name = line[len("import time:"):].split("|", 2)
+        if cumulative.strip().isdigit() and not name[1:].startswith(" "):   # depth 0: one space only
+            total += int(cumulative)
+    return total / 1e6
+
+
+def own_import(argv: list[str], runs: int, env: dict[str, str]) -> float:
+    """Median import seconds of argv minus those of `python -c pass`."""
+    base = statistics.median(import_seconds(["-c", "pass"], env) for _ in range(runs))
+    return statistics.median(import_seconds(argv, env) for _ in range(runs)) - base
+
+
+def tui_times(config: Path, env: dict[str, str], hosts: int, timeout: float = 30) -> tuple[float, float]:
+    """(first frame, all hosts connected) seconds after start, the TUI in a 160x48 pseudo-terminal."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([PY, "-m", "cockpit", "--config", str(config), "tui"], stdin=slave,
+                            stdout=slave, stderr=slave, env={**env, "TERM": "xterm-256color"},
+                            start_new_session=True)
+    os.close(slave)
+    seen, first, connected = b"", float("nan"), float("nan")
+    want = f"{hosts}/{hosts} connected".encode()
+    try:
+        while time.perf_counter() - t0 < timeout:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            seen = (seen + chunk)[-200_000:]
+            now = time.perf_counter() - t0
+            if first != first and b"Preflight" in seen:
+                first = now
+            if want in seen:
+                connected = now
+                break
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        os.close(master)
+    return first, connected
+
+
+def measure(config: Path, runs: int, hosts: int) -> dict[str, object]:
+    env = {**os.environ, "XDG_STATE_HOME": tempfile.mkdtemp(prefix="r37-startup-state-")}
+    base = wall([PY, "-c", "pass"], runs, env)
+    out: dict[str, object] = {"python_pass_s": round(base, 4)}
+    out["version_s"] = round(wall([PY, "-m", "cockpit", "--version"], runs, env), 4)
+    out["help_s"] = round(wall([PY, "-m", "cockpit", "--help"], runs, env), 4)
+    out["import_s"] = {name: round(own_import(["-m", "cockpit", "--config", str(config), *argv],
+                                              max(3, runs // 2), env), 4)
+                       for name, argv in HEADLESS.items()}
+    frames = [tui_times(config, env, hosts) for _ in range(max(3, runs // 2))]
+    out["tui_first_frame_s"] = round(statistics.median(f for f, _ in frames), 3)
+    out["tui_connected_s"] = round(statistics.median(c for _, c in frames), 3)
+    shutil.rmtree(env["XDG_STATE_HOME"], ignore_errors=True)
+    return out
+
+
+def report(r: dict[str, object]) -> str:
+    base = float(r["python_pass_s"])  # type: ignore[arg-type]
+    rows = [("python -c pass (baseline)", base, None),
+            ("r37-cockpit --version", r["version_s"], TARGETS["version"]),
+            ("r37-cockpit --help", r["help_s"], TARGETS["help"])]
+    rows += [(f"{name}: own import cost", v, TARGETS["import"]) for name, v in r["import_s"].items()]  # type: ignore[attr-defined]
+    rows += [("TUI first frame", r["tui_first_frame_s"], TARGETS["first_frame"]),
+             ("TUI all hosts connected", r["tui_connected_s"], TARGETS["connected"])]
+    lines = [f"{'figure':34} {'seconds':>8} {'target':>7}  verdict"]
+    for name, value, target in rows:
+        v = float(value)  # type: ignore[arg-type]
+        verdict = "" if target is None else ("ok" if v <= target else "OVER")
+        lines.append(f"{name:34} {v:8.3f} {'' if target is None else f'{target:7.2f}'}  {verdict}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--dir", type=Path, help="a running sim cluster's directory")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    from cockpit.config import load_config
+    from cockpit.sim import cluster
+    with tempfile.TemporaryDirectory(prefix="r37-startup-") as tmp:
+        directory = args.dir or Path(tmp) / "cluster"
+        toml = directory / "cluster.toml" if args.dir else cluster.demo_up(directory)
+        try:
+            result = measure(toml, args.runs, len(load_config(toml).hosts))
+        finally:
+            if not args.dir:
+                cluster.down(directory)
+    print(json.dumps(result, indent=2) if args.json else report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
