@@ -15,7 +15,7 @@ import re
 import shlex
 from pathlib import Path
 
-from cockpit.config import ConfigError, discover_config
+from cockpit.config.errors import ConfigError
 
 PROG = "r37-cockpit"
 # commands that read no cluster.toml (or already name one): quoted as they are
@@ -46,6 +46,7 @@ def config_args(config_path: str | os.PathLike[str] | None) -> list[str]:
         return []
     path = Path(config_path)
     try:
+        from cockpit.config.loading import discover_config  # pydantic: only when a remedy needs it
         found: Path | None = discover_config(None)
     except ConfigError:
         found = None

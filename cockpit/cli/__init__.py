@@ -3,30 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
 
 from cockpit import __version__
-from cockpit.cli import (
-    bench_cmd,
-    chat_cmd,
-    config_cmd,
-    history_cmd,
-    hosts_cmd,
-    launch_cmd,
-    logs_cmd,
-    preflight_cmd,
-    serve_cmd,
-    setup_cmd,
-    sim_cmd,
-    ssh_cmd,
-    stats_cmd,
-    tui_cmd,
-)
+from cockpit.cli.commands import COMMANDS, SUMMARY
 from cockpit.cli.common import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -37,17 +23,20 @@ from cockpit.cli.common import (
     print_json,
     remedy,
 )
-from cockpit.config import ConfigError
+from cockpit.config.errors import ConfigError
 from cockpit.errorcodes import CODES
 
-# One module per command group, each with `register(subparsers)`, in help order.
-COMMANDS: tuple[ModuleType, ...] = (
-    tui_cmd, config_cmd, hosts_cmd, preflight_cmd, setup_cmd, launch_cmd, logs_cmd, chat_cmd, bench_cmd,
-    stats_cmd, history_cmd, sim_cmd, serve_cmd, ssh_cmd,
-)
+
+def command_module(name: str) -> ModuleType:
+    """The module that registers and runs command `name` (imported now)."""
+    return importlib.import_module(f"cockpit.cli.{COMMANDS[name][0]}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `commands`, only those commands' modules are imported and registered
+    in full, every other command is its name and summary (enough for `--help` and for finding the
+    command in argv)."""
+    wanted = {COMMANDS[c][0] for c in (COMMANDS if commands is None else commands) if c in COMMANDS}
     parser = argparse.ArgumentParser(
         prog="r37-cockpit",
         description="Operator's cockpit for the R37 DeepSeek-V4.1-Flash deployment on DGX Spark hosts. "
@@ -59,8 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cluster", metavar="NAME", help=CLUSTER_HELP)
     parser.add_argument("--read-only", action="store_true", help=READ_ONLY_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS:
-        module.register(sub)
+    registered: set[str] = set()
+    for name, (module, _summary) in COMMANDS.items():
+        if name in registered:
+            continue
+        if module in wanted:                # its module registers all of its commands at once
+            command_module(name).register(sub)
+            registered |= {n for n, (m, _s) in COMMANDS.items() if m == module}
+        else:
+            sub.add_parser(name, help=SUMMARY[name], add_help=False)
+            registered.add(name)
     for child in _subparsers(parser, "--config"):
         child.add_argument("--config", metavar="PATH", action="append", dest="configs_after",
                            default=argparse.SUPPRESS, help="cluster.toml (also accepted before the command)")
@@ -71,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
         child.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS,
                            help="change no host (also accepted before the command)")
     return parser
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command `argv` names (None: the default, the TUI), read with the light parser; an argv that
+    is wrong before its command is reported here, with argparse's message."""
+    args, _rest = build_parser(()).parse_known_args(argv)
+    return args.command
 
 
 CLUSTER_HELP = ("the cluster to use, by its `[cluster] name`: the main cluster.toml's, one in `cluster.d/` "
@@ -123,10 +127,10 @@ def _command_log(args: argparse.Namespace, argv: Sequence[str] | None) -> Abstra
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "tui"])
+    given = list(argv if argv is not None else sys.argv[1:])
+    command = command_of(given)
+    parser = build_parser([command or "tui"])
+    args = parser.parse_args(given if command else [*given, "tui"])
     want_json = bool(getattr(args, "json", False))
     try:
         _choose_config(args)

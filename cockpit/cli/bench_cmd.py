@@ -32,6 +32,7 @@ from cockpit.cli.chat_cmd import (
     pick_model,
     read_timeout_for,
 )
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -58,7 +59,7 @@ def _concurrency(text: str) -> tuple[int, ...]:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "bench", help="benchmark the deployment by the card's method",
+        "bench", help=SUMMARY["bench"],
         description="Decode cells (C streams released together; per-stream decode without TTFT, TTFT, "
                     "aggregate with the batch wall time; tokens from usage), prefill, needle, and the "
                     "tools, vision and idle checks, on the cockpit's prompt set v1. Refuses unless every "

@@ -50,6 +50,7 @@ from cockpit.api.errors import ApiError
 from cockpit.api.smoke import MODEL_CHOICE, all_passed
 from cockpit.api.status import ApiStatus
 from cockpit.api.stream import ChatResult, StreamDeadlines, StreamStats
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -145,7 +146,7 @@ def _positive_int(text: str) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "chat", help="send one prompt to the model and stream the answer",
+        "chat", help=SUMMARY["chat"],
         description="Stream one answer from the deployed model to stdout (thinking text to stderr). "
                     "Defaults are the serving defaults: thinking on, effort xhigh, temperature 1.0, "
                     "top_p 0.95. Exit 0 on a finished answer, 1 if the stream failed or the API is not "
@@ -167,7 +168,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run_chat)
 
     s = sub.add_parser(
-        "smoke", help="run the recipe's smoke test against the API",
+        "smoke", help=SUMMARY["smoke"],
         description="/health, /v1/models, the card's request (two sentences about the ocean), a counting "
                     "check and one tool call; pass/fail per step with timings. Exit 1 if any step fails; "
                     "a request that misses its deadline (the engine may be hung) ends the run.")

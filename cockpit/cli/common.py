@@ -15,20 +15,23 @@ Exit codes, the same for every command (README "Exit codes"):
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from cockpit.config import ClusterConfig, discover_config, load_config
 from cockpit.errorcodes import CODES
 from cockpit.errorcodes import check as check_code
-from cockpit.recipe.checks import ranks_text
 from cockpit.recipe.readonly import command_change, refusal
 from cockpit.remedy import cockpit_remedy
+
+if TYPE_CHECKING:
+    from cockpit.config import ClusterConfig
+
+# Light on purpose: every command imports this module, so `--help` would pay for what it imports. The
+# config models (pydantic), the recipe and asyncio are imported where they are used.
 
 T = TypeVar("T")
 
@@ -67,6 +70,7 @@ def error_json(code: str, message: str, remedy: str | None = None) -> dict[str, 
 
 def check_ranks(config: ClusterConfig, ranks: list[int] | None) -> None:
     """A usage error (exit 2) naming the ``--rank`` values no host in cluster.toml has."""
+    from cockpit.recipe.checks import ranks_text
     bad = sorted(set(ranks or ()) - set(config.ranks))
     if bad:
         raise usage_error(f"no host has rank {', '.join(map(str, bad))} (ranks: {ranks_text(config.ranks)})")
@@ -83,12 +87,14 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def config_path(args: argparse.Namespace) -> Path:
+    from cockpit.config.loading import discover_config
     return discover_config(getattr(args, "config", None))
 
 
 def load(args: argparse.Namespace) -> tuple[Path, ClusterConfig]:
     """The config this command runs with: cluster.toml, with `[ui] read_only` turned on by `--read-only`
     (never off: the config's `read_only = true` holds whatever the command line says)."""
+    from cockpit.config.loading import load_config
     path = config_path(args)
     config = load_config(path)
     if getattr(args, "read_only", False) and not config.ui.read_only:
@@ -119,6 +125,7 @@ def run_async(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
     get a bounded grace period: a task that ignores its cancellation can never keep the command from
     exiting after it has printed its result.
     """
+    import asyncio
     loop: asyncio.AbstractEventLoop | None = None
     if fast:
         try:

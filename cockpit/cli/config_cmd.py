@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -173,7 +174,7 @@ CODE_FOR = {CONFIG: "config-invalid", EXISTS: "file-exists", IO: "write-failed"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("config", help="check, import and export cluster.toml",
+    p = sub.add_parser("config", help=SUMMARY["config"],
                        description="Check cluster.toml, import the recipe's cluster.env (read, never "
                                    "executed) and export one rank's cluster.env.")
     s = p.add_subparsers(dest="config_command", metavar="CONFIG_COMMAND", required=True)

@@ -7,6 +7,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import EXIT_OK, add_json, print_json, table, usage_error
 
 if TYPE_CHECKING:
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("history", help="the commands past cockpit sessions ran on the hosts",
+    p = sub.add_parser("history", help=SUMMARY["history"],
                        description="Without SESSION: every recorded cockpit session, newest first (id, "
                                    "start, command, cluster, commands run, failures). With SESSION (an id, "
                                    "the start of one, or `last`): the commands that session ran, in order "

@@ -9,6 +9,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -32,7 +33,7 @@ REFUSED_CODES = {"ssh-config-unsafe", "fingerprint-mismatch", "host-key-changed"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("hosts", help="connect to every host and report its state",
+    p = sub.add_parser("hosts", help=SUMMARY["hosts"],
                        description="Connect to every host over SSH in parallel and report state, SSH "
                                    "latency, remote hostname and host key fingerprint. Exit 1 if any host "
                                    "is not connected. Host keys are always checked against known_hosts "

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -47,7 +48,7 @@ from cockpit.safetext import neutralise_block, safe
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "launch", help="dry-run, then launch ranks N-1 … 1 and 0; follow until the API is up",
+        "launch", help=SUMMARY["launch"],
         description="Show what `DRY_RUN=1 bash launch/node.sh RANK cluster.env` prints on every host, then "
                     "(after confirmation) launch ranks N-1 … 1 and rank 0 last and follow every rank's boot. "
                     "Exit 0 when the API is ready, 1 when a rank fails (with the cause), 3 when the launch "
@@ -71,7 +72,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "(default: per-phase limits for a real boot)")
     p.set_defaults(func=run_launch)
 
-    s = sub.add_parser("status", help="per-rank container state, phase and API readiness (read-only)",
+    s = sub.add_parser("status", help=SUMMARY["status"],
                        description="Container state, boot phase (from the log tail) and API readiness of "
                                    "every rank; changes nothing, also for a cluster launched by hand. Exit 0 "
                                    "when the cluster is ready and the engine not hung, 1 otherwise.")
@@ -80,7 +81,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="also sample the engine's /metrics for S seconds to tell serving from hung")
     s.set_defaults(func=run_status)
 
-    t = sub.add_parser("stop", help="stop the containers this cockpit started, head first",
+    t = sub.add_parser("stop", help=SUMMARY["stop"],
                        description="docker stop on rank 0, then the workers: only containers this cockpit "
                                    "started (recorded container IDs). Never removes a container, never "
                                    "stops one launched by hand.")

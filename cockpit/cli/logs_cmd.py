@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import EXIT_FAILURE, EXIT_OK, add_json, check_ranks, load, run_async, usage_error
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
@@ -35,7 +36,7 @@ _SINCE = re.compile(
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("logs", help="print the container logs of the ranks, merged by time",
+    p = sub.add_parser("logs", help=SUMMARY["logs"],
                        description="Print `docker logs -t` of the R37 container on every rank (or one), "
                                    "merged by timestamp as `RANK  TIMESTAMP  LINE`. Read-only. Exit 1 if "
                                    "a rank could not be read, 2 for a bad option or --rank.")

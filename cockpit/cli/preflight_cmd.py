@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -30,7 +31,7 @@ SHOWN = {Verdict.PASS: "pass", Verdict.WARN: "WARN", Verdict.FAIL: "FAIL", Verdi
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("preflight", help="check every host against the recipe (changes nothing)",
+    p = sub.add_parser("preflight", help=SUMMARY["preflight"],
                        description="Run the preflight checks of the R37 recipe (steps 1-6) on every host in "
                                    "parallel over SSH and print them grouped by result. Nothing on the hosts "
                                    "is changed. Exit 0 only if no check fails and none is unknown, 1 if "

@@ -9,6 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import EXIT_USAGE, CliError, load
 
 DEFAULT_HOST = "127.0.0.1"
@@ -16,7 +17,7 @@ DEFAULT_PORT = 8000
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("serve", help="serve the cockpit in a web browser (on 127.0.0.1 by default)",
+    p = sub.add_parser("serve", help=SUMMARY["serve"],
                        description="Serve the cockpit to a web browser: each browser tab runs its own "
                                    "`r37-cockpit tui` with this command's --config, --cluster and "
                                    "--read-only. Bound to 127.0.0.1; from another machine use an SSH tunnel "

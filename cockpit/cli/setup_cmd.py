@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -57,7 +58,7 @@ LIVE_EVERY = 0.25      # the same on a terminal's live line
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "setup", help="run a setup job on the hosts (download, load, prepare; asks first)",
+        "setup", help=SUMMARY["setup"],
         description="Run one of the recipe's setup jobs (steps 2-5) on every host in parallel: "
                     + "; ".join(f"{j}: {t}" for j, t in JOB_TITLES.items())
                     + "; all: every job in that order. The exact commands per host are printed and "

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import (
     EXIT_FAILURE,
     EXIT_REFUSED,
@@ -26,7 +27,7 @@ def default_dir() -> Path:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("sim", help="start, stop and break the simulated GB10 cluster",
+    p = sub.add_parser("sim", help=SUMMARY["sim"],
                        description="The simulated GB10 cluster (2 to 16 hosts, four by default): stand-in "
                                    "host tools, a simulated R37 engine, reachable over real SSH.")
     s = p.add_subparsers(dest="sim_command", metavar="SIM_COMMAND", required=True)

@@ -8,6 +8,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from cockpit.cli.commands import SUMMARY
+
 if TYPE_CHECKING:
     from cockpit.config import ClusterConfig
 
@@ -16,8 +18,7 @@ _FLAGS = {"--container": "container", "--read-only": "read_only", "--json": "jso
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("ssh", help="open a shell on a host (or in its container) with the cockpit's SSH "
-                                   "settings",
+    p = sub.add_parser("ssh", help=SUMMARY["ssh"],
                        description="Open an interactive SSH session on rank RANK's host with the OpenSSH "
                                    "client and the cockpit's own settings: the same ~/.ssh/config (user, "
                                    "port, ProxyJump, identity), [ssh] identity_file, timeouts and keepalive, "

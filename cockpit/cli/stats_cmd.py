@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -49,7 +50,7 @@ CLOSE_GRACE = 2.0                # seconds the monitor and the watcher each get 
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("stats", help="GPU, memory, RDMA and engine stats of every rank, and their alerts",
+    p = sub.add_parser("stats", help=SUMMARY["stats"],
                        description="Sample every rank's GPU (nvidia-smi), memory, RDMA ports and rank 0's "
                                    "engine /metrics. --once (default): one full sample, exit 1 while an "
                                    "alert is active or a rank could not be sampled, 0 otherwise. --watch: "

@@ -6,15 +6,16 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import EXIT_REFUSED, CliError, load
 from cockpit.cli.sim_cmd import add_hosts, host_count
 from cockpit.config import load_config
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("tui", help="open the cockpit (the default command)")
+    p = sub.add_parser("tui", help=SUMMARY["tui"])
     p.set_defaults(func=run_tui)
-    d = sub.add_parser("demo", help="start a simulated cluster, open the cockpit on it, stop it on exit",
+    d = sub.add_parser("demo", help=SUMMARY["demo"],
                        description="Start the simulated cluster (four hosts unless --hosts; no root needed), "
                                    "open the cockpit on it and stop the cluster when the cockpit exits.")
     d.add_argument("--dir", type=Path, default=None, help="cluster directory (default: a temporary one)")

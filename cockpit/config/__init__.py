@@ -9,36 +9,55 @@
 - `dumping`: the TOML text of a config.
 
 The names below are the package's API: `from cockpit.config import ClusterConfig, load_config, ...`.
+
+The names are imported at first use (`cockpit.lazy`): `cockpit.config.errors` costs nothing of pydantic.
 """
 
-from cockpit.config.dumping import dump_config, toml_key, toml_string, toml_value
-from cockpit.config.errors import ConfigError
-from cockpit.config.loading import (
-    MAX_FILE_BYTES,
-    config_from_data,
-    discover_config,
-    load_config,
-    parse_config,
-    problems_from,
-    read_text_file,
-)
-from cockpit.config.models import (
-    MAX_HOSTS,
-    BudgetSection,
-    ClusterConfig,
-    ClusterSection,
-    EngineSection,
-    HostEntry,
-    ModelSection,
-    PathsSection,
-    RuntimeSection,
-    ServingSection,
-    SSHSection,
-    StatsSection,
-    UISection,
-)
-from cockpit.config.validators import SSH_CIPHERS, host_path, split_listen
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from cockpit.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from cockpit.config.dumping import dump_config, toml_key, toml_string, toml_value
+    from cockpit.config.errors import ConfigError
+    from cockpit.config.loading import (
+        MAX_FILE_BYTES,
+        config_from_data,
+        discover_config,
+        load_config,
+        parse_config,
+        problems_from,
+        read_text_file,
+    )
+    from cockpit.config.models import (
+        MAX_HOSTS,
+        BudgetSection,
+        ClusterConfig,
+        ClusterSection,
+        EngineSection,
+        HostEntry,
+        ModelSection,
+        PathsSection,
+        RuntimeSection,
+        ServingSection,
+        SSHSection,
+        StatsSection,
+        UISection,
+    )
+    from cockpit.config.validators import SSH_CIPHERS, host_path, split_listen
+
+EXPORTS = {
+    "cockpit.config.dumping": ("dump_config", "toml_key", "toml_string", "toml_value",),
+    "cockpit.config.errors": ("ConfigError",),
+    "cockpit.config.loading": ("MAX_FILE_BYTES", "config_from_data", "discover_config", "load_config",
+                               "parse_config", "problems_from", "read_text_file",),
+    "cockpit.config.models": ("MAX_HOSTS", "BudgetSection", "ClusterConfig", "ClusterSection",
+                              "EngineSection", "HostEntry", "ModelSection", "PathsSection",
+                              "RuntimeSection", "ServingSection", "SSHSection", "StatsSection", "UISection",),
+    "cockpit.config.validators": ("SSH_CIPHERS", "host_path", "split_listen",),
+}
 __all__ = [
     "MAX_FILE_BYTES", "MAX_HOSTS", "SSH_CIPHERS", "BudgetSection", "ClusterConfig", "ClusterSection",
     "ConfigError", "EngineSection", "HostEntry", "ModelSection", "PathsSection", "RuntimeSection",
@@ -46,3 +65,5 @@ __all__ = [
     "dump_config", "host_path", "load_config", "parse_config", "problems_from", "read_text_file",
     "split_listen", "toml_key", "toml_string", "toml_value",
 ]
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

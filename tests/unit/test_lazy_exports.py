@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-LAZY = ("cockpit.hosts", "cockpit.api")
+LAZY = ("cockpit.hosts", "cockpit.api", "cockpit.config")
 
 
 def type_checking_names(package: str) -> dict[str, str]:
