@@ -2,20 +2,28 @@
 process of its own (`python -m cockpit.sim.demo DIR`).
 
 Each host runs commands in a real `bash -c` with that host's PATH (stand-ins first), HOME and
-`R37_SIM_ROOT`, and answers port-forward requests for 127.0.0.1:PORT with the host's own address (the
-hosts share the machine's loopback, so each simulated host owns one 127.x address). A small TCP
-front per host turns the `host-down` fault into a silent host: bytes stop flowing both ways and new
-connections get no banner, like a host whose link went down.
+`R37_SIM_ROOT`, like sshd: without a pty on pipes (the cockpit's own commands), with one (`ssh -t`) on a
+pseudo-terminal of its own, where a session without a command is an interactive `bash --norc -i` whose
+prompt names the simulated host (`root@spark-1:~# `); the client's terminal type and window size (and
+its changes) reach that pty, and the session ends with the shell's status. Port-forward requests for
+127.0.0.1:PORT are answered with the host's own address (the hosts share the machine's loopback, so
+each simulated host owns one 127.x address). A small TCP front per host turns the `host-down` fault
+into a silent host: bytes stop flowing both ways and new connections get no banner, like a host whose
+link went down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
+import re
 import signal
+import struct
 import sys
+import termios
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import cast
@@ -40,11 +48,36 @@ def host_env(root: Path, path_dirs: list[str]) -> dict[str, str]:
     return env
 
 
+def prompt(hostname: str) -> str:
+    """bash's PS1 for a shell on `hostname` (bash's own `\\h` would name the machine the demo runs on)."""
+    return "\\u@" + re.sub(r"[^A-Za-z0-9._-]", "", hostname)[:64] + ":\\w\\$ "
+
+
+def _take_terminal() -> None:
+    """In the child, after setsid(): its stdin (the pty's slave) becomes its controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def set_window(fd: int, cols: int, rows: int, xpix: int = 0, ypix: int = 0) -> None:
+    """The pty's window size (the kernel tells the foreground process group with SIGWINCH)."""
+    def clamp(v: int) -> int:
+        return max(0, min(int(v), 0xFFFF))
+    with contextlib.suppress(OSError):
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", clamp(rows), clamp(cols), clamp(xpix),
+                                                        clamp(ypix)))
+
+
 class ShellSession(asyncssh.SSHServerSession):
-    """An exec (or shell) request run in a real bash, like sshd without a pty."""
+    """An exec (or shell) request run in a real bash, like sshd: on pipes, or on a pty when one was asked
+    for (then a shell request is an interactive bash)."""
 
     def __init__(self, host: SimHost):
         self._host = host
+        self._term: tuple[str, tuple[int, int, int, int]] | None = None
+        self._master: int | None = None
+        self._pty_out = bytearray()     # keystrokes the pty could not take yet
+        self._pty_eof = asyncio.Event()
+        self._reading = False
         self._chan: asyncssh.SSHServerChannel | None = None
         self._command: str | None = None
         self._proc: asyncio.subprocess.Process | None = None
@@ -65,8 +98,19 @@ class ShellSession(asyncssh.SSHServerSession):
         self._command = None
         return True
 
+    def pty_requested(self, term_type: str, term_size: tuple[int, int, int, int],
+                      term_modes: object) -> bool:
+        self._term = (term_type[:64] or "xterm", term_size)
+        return True
+
+    def terminal_size_changed(self, width: int, height: int, pixwidth: int, pixheight: int) -> None:
+        if self._term is not None:
+            self._term = (self._term[0], (width, height, pixwidth, pixheight))
+        if self._master is not None:
+            set_window(self._master, width, height, pixwidth, pixheight)
+
     def session_started(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+        self._task = asyncio.ensure_future(self._run() if self._term is None else self._run_pty())
 
     async def _run(self) -> None:
         argv = ["bash", "-c", self._command] if self._command is not None else ["bash", "-s"]
@@ -93,6 +137,101 @@ class ShellSession(asyncssh.SSHServerSession):
             else:
                 self._chan.exit(status)
 
+    async def _run_pty(self) -> None:
+        """The command (or an interactive bash) on a pty of its own; its status once it exits and the pty
+        is drained."""
+        assert self._chan is not None and self._term is not None
+        term, (cols, rows, xpix, ypix) = self._term
+        env = dict(self._host.env, TERM=term)
+        if self._command is None:
+            argv = ["bash", "--norc", "-i"]
+            env["PS1"] = prompt(self._host.spec.hostname)
+        else:
+            argv = ["bash", "-c", self._command]
+        master, slave = os.openpty()
+        set_window(slave, cols, rows, xpix, ypix)
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=slave, stdout=slave, stderr=slave, cwd=env["HOME"], env=env,
+                start_new_session=True, preexec_fn=_take_terminal)
+        except OSError as exc:
+            os.close(master)
+            self._chan.write_stderr(f"bash: {exc}\n".encode())
+            self._chan.exit(127)
+            return
+        finally:
+            os.close(slave)
+        os.set_blocking(master, False)
+        self._master = master
+        self._start_reading()
+        for data in self._pending_stdin:
+            self._to_pty(data)
+        status = await self._proc.wait()
+        with contextlib.suppress(asyncio.TimeoutError):  # what it wrote last; a job left behind may hold it
+            await asyncio.wait_for(self._pty_eof.wait(), 1.0)
+        self._stop_reading()
+        while self._read_pty():
+            pass
+        self._master = None
+        loop = asyncio.get_running_loop()
+        loop.remove_writer(master)
+        os.close(master)
+        with contextlib.suppress(Exception):
+            self._chan.exit(128 - status if status < 0 else status)
+
+    def _start_reading(self) -> None:
+        if self._master is not None and not self._reading and not self._pty_eof.is_set():
+            asyncio.get_running_loop().add_reader(self._master, self._read_pty)
+            self._reading = True
+
+    def _stop_reading(self) -> None:
+        if self._master is not None and self._reading:
+            asyncio.get_running_loop().remove_reader(self._master)
+        self._reading = False
+
+    def _read_pty(self) -> bool:
+        """One read of the pty's output into the channel; False when there is nothing (more) to read."""
+        if self._master is None:
+            return False
+        try:
+            data = os.read(self._master, 65536)
+        except BlockingIOError:
+            return False
+        except OSError:  # EIO: every process holding the terminal has gone
+            data = b""
+        if not data:
+            self._stop_reading()
+            self._pty_eof.set()
+            return False
+        with contextlib.suppress(asyncssh.Error, OSError):
+            assert self._chan is not None
+            self._chan.write(data)
+        return True
+
+    def _to_pty(self, data: bytes) -> None:
+        """Keystrokes to the pty; what it cannot take now waits for it (never blocking the server)."""
+        if self._master is None:
+            return
+        pending = not self._pty_out
+        self._pty_out += data
+        if pending:
+            self._flush_pty()
+
+    def _flush_pty(self) -> None:
+        loop = asyncio.get_running_loop()
+        master = self._master
+        if master is None:
+            return
+        try:
+            while self._pty_out:
+                del self._pty_out[:os.write(master, self._pty_out[:4096])]
+        except BlockingIOError:
+            loop.add_writer(master, self._flush_pty)
+            return
+        except OSError:
+            self._pty_out.clear()
+        loop.remove_writer(master)
+
     async def _pump(self, reader: asyncio.StreamReader | None, write: Callable[[bytes], object]) -> None:
         if reader is None:
             return
@@ -107,12 +246,16 @@ class ShellSession(asyncssh.SSHServerSession):
                 return
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        if self._proc and self._proc.stdin:
+        if self._term is not None and self._master is not None:
+            self._to_pty(data)
+        elif self._proc and self._proc.stdin:
             self._proc.stdin.write(data)
         else:
             self._pending_stdin.append(data)
 
     def eof_received(self) -> bool:
+        if self._term is not None:
+            return True  # a terminal has no end of input: the shell ends on `exit` or Ctrl-D, as with sshd
         if self._proc and self._proc.stdin:
             self._proc.stdin.close()
         else:
@@ -121,15 +264,18 @@ class ShellSession(asyncssh.SSHServerSession):
 
     def pause_writing(self) -> None:
         self._writable.clear()
+        self._stop_reading()
 
     def resume_writing(self) -> None:
         self._writable.set()
+        self._start_reading()
 
     def signal_received(self, signal_name: str) -> None:
         self._kill(getattr(signal, f"SIG{signal_name}", signal.SIGTERM))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._writable.set()
+        self._stop_reading()
         self._kill(signal.SIGHUP)
 
     def _kill(self, sig: int) -> None:
@@ -188,7 +334,7 @@ class SimHost:
     async def start(self, port: int = 0) -> None:
         self._ssh = await asyncssh.create_server(
             lambda: HostServer(self), "127.0.0.1", 0, server_host_keys=[self._host_key],
-            authorized_client_keys=self._authorized_keys, encoding=None, allow_scp=False,
+            authorized_client_keys=self._authorized_keys, encoding=None, allow_scp=False, line_editor=False,
             password_auth=False, kbdint_auth=False, keepalive_interval=0)
         self._front = await asyncio.start_server(self._accept, "127.0.0.1", port)
         self.port = self._front.sockets[0].getsockname()[1]

@@ -1,6 +1,15 @@
 """`docker` CLI stand-in with state under `<root>/docker` (see `_docker`); containers run via the shim.
 
-Subcommands: info, version, ps, inspect, image inspect|ls, images, load, run, logs, stop, rm.
+Subcommands: info, version, ps, inspect, image inspect|ls, images, load, run, exec, logs, stop, rm.
+
+`exec [-i] [-t] [-d] [-e K=V] [-w DIR] [-u USER] NAME CMD…` refuses a container that does not exist or
+does not run (docker's messages, exit 1), then becomes CMD (found on the host PATH, as the container's
+own command is) with the container's view: the environment its command got (`run -e`), HOSTNAME (the
+host's name), TERM=xterm with `-t`, cwd its `--workdir` or `/`. `-i` keeps stdin (else /dev/null); `-t`
+uses the session's terminal (with `-i`, refused when stdin is none, like docker), without `-t` a terminal
+stays the command's too; `-u` is accepted but the command runs as the host's user; `-d` leaves it running
+in the background. An interactive bash gets a PS1 (and a PROMPT_COMMAND that keeps it over the machine's
+bashrc) naming the simulated host, since bash's own host escape would name the real machine.
 Faults: `docker-down` (every subcommand fails like a dead daemon), `no-nvidia-runtime` (no `nvidia`
 runtime in `info`; `run --gpus` fails), `wrong-image-id` (`load` gives the image another ID).
 """
@@ -746,6 +755,108 @@ def _lose_host_now() -> None:
     time.sleep(3.0)
 
 
+# --- exec -------------------------------------------------------------------------------------
+
+EXEC_VALUE_OPTS = ("-e", "--env", "-w", "--workdir", "-u", "--user", "--env-file", "--detach-keys")
+EXEC_BOOLS = {"i": "-i", "t": "-t", "d": "-d"}
+
+
+def parse_exec(args: list[str]) -> tuple[dict[str, list[str]], set[str], list[str]]:
+    """Options (values by their first letter, flags as -i/-t/-d/--privileged) and the rest: NAME CMD…"""
+    vals: dict[str, list[str]] = {}
+    flags: set[str] = set()
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "-":
+        a = args[i]
+        key, eq, val = a.partition("=")
+        if a == "--":
+            i += 1
+            break
+        if key in EXEC_VALUE_OPTS:
+            if not eq:
+                i += 1
+                if i >= len(args):
+                    raise DockerError(f"flag needs an argument: {key}\nSee 'docker exec --help'.", 125)
+                val = args[i]
+            vals.setdefault(key.lstrip("-")[:1], []).append(val)
+        elif a in ("--interactive", "--tty", "--detach", "--privileged"):
+            flags.add({"--interactive": "-i", "--tty": "-t", "--detach": "-d"}.get(a, a))
+        elif len(a) > 1 and a[1] != "-" and all(ch in EXEC_BOOLS for ch in a[1:]):
+            flags.update(EXEC_BOOLS[ch] for ch in a[1:])
+        else:
+            raise DockerError(f"unknown flag: {key}\nSee 'docker exec --help'.", 125)
+        i += 1
+    return vals, flags, args[i:]
+
+
+def exec_env(c: dict, tty: bool, extra: list[str]) -> dict[str, str]:
+    """What a command started by `docker exec` in container `c` sees."""
+    from cockpit.sim.container import child_env  # only here: every stand-in call is a new process
+
+    env = child_env(_host.root(), c, _docker.container_dir(c["Id"]))
+    hostname = c["Config"].get("Hostname") or _host.spec()["hostname"]
+    env["HOSTNAME"] = hostname
+    env.pop("PS1", None)
+    env.pop("PROMPT_COMMAND", None)
+    if tty:
+        env["TERM"] = "xterm"
+        ps1 = "\\u@" + re.sub(r"[^A-Za-z0-9._-]", "", hostname)[:64] + ":\\w\\$ "
+        env["PS1"] = ps1
+        env["PROMPT_COMMAND"] = f"PS1='{ps1}'"
+    for e in extra:
+        key, eq, value = e.partition("=")
+        env[key] = value if eq else os.environ.get(key, "")
+    return env
+
+
+def cmd_exec(args: list[str]) -> int:
+    import shutil
+    import subprocess
+
+    vals, flags, rest = parse_exec(args)
+    if len(rest) < 2:
+        raise DockerError(
+            "\"docker exec\" requires at least 2 arguments.\nSee 'docker exec --help'.\n\n"
+            "Usage:  docker exec [OPTIONS] CONTAINER COMMAND [ARG...]\n\n"
+            "Execute a command in a running container"
+        )
+    ref, argv = rest[0], rest[1:]
+    c = _docker.find_container(ref)
+    if c is None:
+        raise DockerError(f"Error response from daemon: No such container: {ref}")
+    if not c["State"]["Running"]:
+        raise DockerError(f"Error response from daemon: container {c['Id']} is not running")
+    tty, interactive = "-t" in flags, "-i" in flags
+    if tty and interactive and not os.isatty(0):
+        raise DockerError("the input device is not a TTY")
+    env = exec_env(c, tty, vals.get("e", []))
+    exe = shutil.which(argv[0], path=env.get("PATH")) if "/" not in argv[0] else argv[0]
+    if exe is None or not os.access(exe, os.X_OK):
+        raise DockerError(
+            "OCI runtime exec failed: exec failed: unable to start container process: exec: "
+            f'"{argv[0]}": executable file not found in $PATH: unknown',
+            127,
+        )
+    cwd = (vals.get("w") or [c["Config"].get("WorkingDir") or "/"])[-1]
+    if not os.path.isdir(cwd):
+        raise DockerError(
+            "OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd "
+            f'("{cwd}") set in config.json failed: no such file or directory: unknown',
+            126,
+        )
+    if "-d" in flags:
+        subprocess.Popen([exe, *argv[1:]], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        return 0
+    if not interactive:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    sys.stdout.flush()
+    os.chdir(cwd)
+    os.execve(exe, argv, env)
+
+
 # --- logs -------------------------------------------------------------------------------------
 
 
@@ -892,6 +1003,7 @@ COMMANDS = {
     "image": cmd_image,
     "load": cmd_load,
     "run": cmd_run,
+    "exec": cmd_exec,
     "logs": cmd_logs,
     "stop": cmd_stop,
     "rm": cmd_rm,
@@ -905,6 +1017,7 @@ ALIASES = {
         "stop": "stop",
         "rm": "rm",
         "run": "run",
+        "exec": "exec",
     }
 }
 
