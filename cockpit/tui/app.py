@@ -95,6 +95,7 @@ class CockpitApp(App[None]):
 
     TITLE = "r37-cockpit"
     CSS_PATH = "cockpit.tcss"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]   # cockpit.tcss: tighter tabs when narrow
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "keys", "Keys", id="app.keys", key_display="?"),
