@@ -69,6 +69,7 @@ def _within(measured: float | None, expected: float, what: str) -> None:
     assert abs(measured / expected - 1) <= TOLERANCE, f"{what}: {measured:.2f} vs schedule {expected:.2f}"
 
 
+@pytest.mark.timing
 async def test_quick_suite_within_2_percent_of_the_schedule(engine: str, tmp_path: Path) -> None:
     sch = _schedule(engine)
     assert sch["time_scale"] == pytest.approx(1 / SPEED)

@@ -100,6 +100,7 @@ async def stream(c: httpx.AsyncClient, url: str, prompt: str, max_tokens: int = 
     }
 
 
+@pytest.mark.timing
 async def test_single_stream_and_categories_follow_schedule(timed_engine: str) -> None:
     s = Schedule()
     async with httpx.AsyncClient(timeout=60) as c:
@@ -114,6 +115,7 @@ async def test_single_stream_and_categories_follow_schedule(timed_engine: str) -
     assert 0 < prose["ttft"] < count["total"]
 
 
+@pytest.mark.timing
 async def test_prefill_rate_follows_schedule(timed_engine: str) -> None:
     s = Schedule()
     filler = " ".join(f"Line {i} of the filler text talks about weather and maps." for i in range(500))
@@ -127,6 +129,7 @@ async def test_prefill_rate_follows_schedule(timed_engine: str) -> None:
     assert 1000 < r["prompt"] / r["ttft"] < 10000
 
 
+@pytest.mark.timing
 async def test_eight_streams_aggregate_follows_schedule(timed_engine: str) -> None:
     s = Schedule()
     async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_keepalive_connections=8)) as c:
@@ -146,6 +149,7 @@ async def test_eight_streams_aggregate_follows_schedule(timed_engine: str) -> No
         assert r["decode"] == pytest.approx(expected["decode_tok_s"], rel=TOLERANCE)
 
 
+@pytest.mark.timing
 async def test_idle_effect_then_back_to_back(timed_engine: str) -> None:
     s = Schedule()
     async with httpx.AsyncClient(timeout=60) as c:
