@@ -8,9 +8,9 @@ cost <= 0.25 s; the TUI's first frame <= 1 s and every host connected <= 2 s on 
     python bench/perf/startup.py --dir DIR       # an already running sim cluster (DIR/cluster.toml)
 
 - wall: median wall time of the whole process over --runs runs;
-- own import cost: what the command imports beyond what `python -c pass` does, from `-X importtime`
-  (the sum of the top-level imports' cumulative times), for the real command run against the demo
-  cluster, so imports a command makes late (inside its handler) count too;
+- own import cost: the command is run for real against the demo cluster and the modules it imported
+  (also those imported late, inside its handler) are recorded; a fresh interpreter then imports the
+  ones `python -c pass` does not have, timed by wall clock (median of --runs);
 - TUI: the cockpit in a pseudo-terminal (160x48); first frame = the pane tabs appear on the terminal,
   connected = the header says every host is connected; both from the process's start.
 """
@@ -57,24 +57,51 @@ def wall(argv: list[str], runs: int, env: dict[str, str]) -> float:
     return statistics.median(times)
 
 
-def import_seconds(argv: list[str], env: dict[str, str]) -> float:
-    """Seconds spent importing (top-level modules' cumulative time from `-X importtime`)."""
-    res = subprocess.run([PY, "-X", "importtime", *argv], capture_output=True, text=True, env=env,
-                         timeout=180)
-    total = 0
-    for line in res.stderr.splitlines():
-        if not line.startswith("import time:") or "|" not in line:
-            continue
-        _self, cumulative, name = line[len("import time:"):].split("|", 2)
-        if cumulative.strip().isdigit() and not name[1:].startswith(" "):   # depth 0: one space only
-            total += int(cumulative)
-    return total / 1e6
+RECORD = """
+import atexit, json, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write(json.dumps(list(sys.modules))))
+from cockpit.__main__ import run
+sys.argv[0] = "r37-cockpit"
+raise SystemExit(run())
+"""
+TIME_IMPORTS = """
+import importlib, json, sys, time
+wanted = json.load(open(sys.argv[1]))
+t0 = time.perf_counter()
+for name in wanted:
+    if name not in sys.modules:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+print(time.perf_counter() - t0)
+"""
+
+
+def imported_by(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The modules a run of the cockpit with `argv` imported, in import order (None: `python -c pass`)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as out:
+        code = RECORD if argv else "import atexit, json, sys\nout = sys.argv.pop(1)\n" \
+            "atexit.register(lambda: open(out, 'w').write(json.dumps(list(sys.modules))))"
+        subprocess.run([PY, "-c", code, out.name, *argv], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env=env, timeout=180)
+        return json.loads(out.read() or "[]")
 
 
 def own_import(argv: list[str], runs: int, env: dict[str, str]) -> float:
-    """Median import seconds of argv minus those of `python -c pass`."""
-    base = statistics.median(import_seconds(["-c", "pass"], env) for _ in range(runs))
-    return statistics.median(import_seconds(argv, env) for _ in range(runs)) - base
+    """Median wall seconds a fresh interpreter takes to import what the command imported beyond what
+    `python -c pass` has (no -X importtime: its own overhead would count)."""
+    base = set(imported_by([], env))
+    wanted = [m for m in imported_by(argv, env) if m not in base and m != "__main__"]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(wanted, f)
+    try:
+        times = [float(subprocess.run([PY, "-c", TIME_IMPORTS, f.name], capture_output=True, text=True,
+                                      env=env, timeout=180).stdout or "nan") for _ in range(runs)]
+    finally:
+        os.unlink(f.name)
+    return statistics.median(times)
 
 
 def tui_times(config: Path, env: dict[str, str], hosts: int, timeout: float = 30) -> tuple[float, float]:
@@ -122,8 +149,7 @@ def measure(config: Path, runs: int, hosts: int) -> dict[str, object]:
     out: dict[str, object] = {"python_pass_s": round(base, 4)}
     out["version_s"] = round(wall([PY, "-m", "cockpit", "--version"], runs, env), 4)
     out["help_s"] = round(wall([PY, "-m", "cockpit", "--help"], runs, env), 4)
-    out["import_s"] = {name: round(own_import(["-m", "cockpit", "--config", str(config), *argv],
-                                              max(3, runs // 2), env), 4)
+    out["import_s"] = {name: round(own_import(["--config", str(config), *argv], runs, env), 4)
                        for name, argv in HEADLESS.items()}
     frames = [tui_times(config, env, hosts) for _ in range(max(3, runs // 2))]
     out["tui_first_frame_s"] = round(statistics.median(f for f, _ in frames), 3)
