@@ -78,7 +78,9 @@ async def busy_request(client, model: str, max_tokens: int):  # type: ignore[no-
     from cockpit.api.liveness import read_sample
     from cockpit.bench import prompts as P
 
-    text = P.unique_text("Write an essay about rain.", "busy", 1)
+    # the sim answers "an essay" in 480-800 tokens whatever max_tokens says: ask for more words than
+    # max_tokens, so the answer runs until max_tokens cuts it (at a fast --speed 800 tokens are 0.4 s)
+    text = P.unique_text(f"Write a {max_tokens}-word essay about rain.", "busy", 1)
     request = ChatRequest([{"role": "user", "content": text}], model=model, thinking=False,
                           temperature=0.0, max_tokens=max_tokens)
     task = asyncio.create_task(client.chat_streamed(request))

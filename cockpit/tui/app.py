@@ -260,7 +260,7 @@ class CockpitApp(App[None]):
     def on_cluster_changed(self, message: ClusterChanged) -> None:
         """The live model changed: the header and the launch pane render it again."""
         panes = self.query(LaunchPane)
-        if not panes or message.cluster != self.generation:
+        if not panes or not panes.first().composed or message.cluster != self.generation:
             return
         panes.first().apply(message.event)  # type: ignore[arg-type]
         if isinstance(message.event, ApiChanged):
@@ -273,7 +273,8 @@ class CockpitApp(App[None]):
         if message.cluster != self.generation:
             return
         for pane in self.query(StatsPane):
-            pane.stats_changed()
+            if pane.composed:
+                pane.stats_changed()
         self.refresh_header()
 
     def on_host_status_changed(self, message: HostStatusChanged) -> None:
@@ -284,7 +285,7 @@ class CockpitApp(App[None]):
         """Render one host's new status everywhere it shows (nowhere once the app is closing: the fleet
         closes in `on_unmount`, after the panes are gone, and its hosts still report CLOSED)."""
         panes = self.query(HostsPane)
-        if not panes:
+        if not panes or not panes.first().composed:
             return
         panes.first().update_status(status)
         self.refresh_header()
@@ -304,8 +305,9 @@ class CockpitApp(App[None]):
         self.refresh_header()
 
     def refresh_header(self) -> None:
-        if not self.query(HostsPane) or not self.query(ClusterHeader):
-            return                          # between two clusters' panes (a switch recomposes)
+        hosts = self.query(HostsPane)
+        if not hosts or not hosts.first().composed or not self.query(ClusterHeader):
+            return                          # between two clusters' panes (a switch recomposes), closing
         self.query_one(ClusterHeader).show(self.cluster_title(), self.query_one(HostsPane).statuses,
                                            self.ctx.watcher.timeline, self.ctx.watcher.looked(),
                                            self.ctx.monitor.stats.alerts, read_only=self.ctx.read_only)

@@ -67,6 +67,12 @@ class Pane(Vertical):
             self.take_focus()
 
     @property
+    def composed(self) -> bool:
+        """Mounted with its widgets: not yet (before compose) or no longer (the app is closing and its
+        children went first) is a pane that a model message must not redraw."""
+        return self.is_mounted and bool(self.children)
+
+    @property
     def shown(self) -> bool:
         """Whether the app's tabs show this pane now (standalone: whether it is displayed)."""
         tab = next((a for a in self.ancestors if isinstance(a, TabPane)), None)

@@ -90,7 +90,8 @@ async def test_a_quick_run_completes_and_shows_the_summary(fixed_config: Cluster
 
 
 async def _busy(client: ApiClient) -> asyncio.Task[Any]:
-    return await busy_request(client, SERVED_MODEL, 20000)  # type: ignore[no-any-return]
+    # at SPEED the engine decodes ~2000 tok/s: this runs for minutes, and is cancelled at the test's end
+    return await busy_request(client, SERVED_MODEL, 400_000)  # type: ignore[no-any-return]
 
 
 async def test_a_busy_api_is_refused_and_nothing_started(fixed_config: ClusterConfig, engine_url: str,
@@ -103,6 +104,7 @@ async def test_a_busy_api_is_refused_and_nothing_started(fixed_config: ClusterCo
                 await pilot.press("8")
                 pane = app.query_one(BenchPane)
                 pane.results_base = tmp_path
+                assert not task.done(), "the busy request ended before the benchmark was started"
                 await pilot.press("r")
                 await _until(pilot, lambda: pane.phase not in ("idle", "checking"), 20)
                 assert pane.phase == "refused" and pane.refusal is not None
