@@ -84,6 +84,7 @@ async def test_wrong_model_fails_every_check_with_the_servers_message(engine: Ap
     assert all("does not exist" in r.reason and "error" in r.response for r in records)
 
 
+@pytest.mark.timing
 async def test_idle_probe_after_a_short_idle_is_faster_than_back_to_back(engine_url: str) -> None:
     slept: list[float] = []
 
