@@ -9,10 +9,10 @@ import sys
 def run() -> int:
     try:
         from cockpit.cli import main
+        return main()       # main handles Ctrl-C in a command; this, in the imports before it runs
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    return main()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_hosts_snap import connected
 
 from cockpit.config import ConfigError
 from cockpit.config.clusters import ClusterRef
@@ -30,6 +31,8 @@ def test_cluster_picker(snap_compare, fixed_config, size: tuple[int, int]) -> No
     app = app_with_clusters(fixed_config)
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        for r in range(4):                    # hosts connected long ago: no age that moves on behind
+            app.show_status(connected(r))
         await pilot.press("C")
         await pilot.pause()
 
