@@ -45,15 +45,16 @@ def cluster_files(explicit: Sequence[str | os.PathLike[str]] = ()) -> list[Path]
     extra = sorted(p for p in (main.parent / CLUSTER_DIR).glob("*.toml") if p.is_file())[:MAX_CLUSTERS]
     seen: dict[Path, Path] = {}
     for path in (main, *extra, *map(Path, explicit[1:])):
-        seen.setdefault(_identity(path), path)
+        seen.setdefault(file_identity(path), path)
     return list(seen.values())
 
 
-def _identity(path: Path) -> Path:
+def file_identity(path: Path) -> Path:
+    """One name per file (symlinks and `..` resolved), so a file given twice is seen once."""
     try:
-        return path.resolve()
+        return Path(path).resolve()
     except OSError:
-        return path.absolute()
+        return Path(path).absolute()
 
 
 def load_clusters(explicit: Sequence[str | os.PathLike[str]] = ()) -> list[ClusterRef]:

@@ -22,7 +22,7 @@ from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import NoActiveWorker, Worker, WorkerState, get_current_worker
 
 from cockpit.config import ClusterConfig
-from cockpit.config.clusters import ClusterRef
+from cockpit.config.clusters import ClusterRef, file_identity
 from cockpit.hosts import Fleet, HostStatus
 from cockpit.hosts.origin import add_resolver, asking
 from cockpit.locations import user_themes_dir
@@ -437,7 +437,4 @@ class CockpitApp(App[None]):
 
 
 def _identity(path: Path | None) -> Path | None:
-    try:
-        return None if path is None else Path(path).resolve()
-    except OSError:
-        return Path(path).absolute() if path is not None else None
+    return None if path is None else file_identity(path)
