@@ -225,6 +225,19 @@ class ApiClient:
             return err
         return ApiError(err.kind, self.scrub(err.message), self.scrub(err.remedy), err.status)
 
+    async def prepare(self, n: int) -> None:
+        """Have ``n`` connections open for streamed requests, so that ``n`` requests sent together
+        go out together (a benchmark's synchronized batch) instead of one on a kept connection and the
+        rest after their connects. Best effort: a failure here shows in the requests themselves."""
+        try:
+            async with asyncio.timeout(self._connect_timeout + 1):
+                if self._raw is not None:
+                    await self._raw.preconnect(n)
+                elif n > 1:  # httpx keeps the connections these cheap requests opened
+                    await asyncio.gather(*(self._http.get("/v1/models") for _ in range(min(n, 64))))
+        except (ApiError, httpx.HTTPError, OSError, TimeoutError):
+            return
+
     async def aclose(self) -> None:
         if self._raw is not None:
             await self._raw.aclose()

@@ -36,6 +36,7 @@ from cockpit.api.errors import (
 READ_SIZE = 64 * 1024
 MAX_HEAD_BYTES = 64 * 1024
 MAX_IDLE = 4
+MAX_KEEP = 64  # the most connections preconnect keeps (a batch of that many requests)
 _MAX_STAMP_AGE = 5.0  # a stamp older than the pacing interval plus this is a wall-clock step: ignored
 
 Watch = Callable[[float], "ApiError | float"]
@@ -435,6 +436,7 @@ class RawStreamer:
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._idle: list[_Conn] = []
+        self._keep = MAX_IDLE  # connections kept for the next requests; raised by preconnect
 
     def _request(self, path: str, body: bytes) -> bytes:
         head = (
@@ -526,10 +528,31 @@ class RawStreamer:
         finally:
             if conn is not None:
                 conn.disarm()
-                if resp is not None and resp.complete and resp.keep_alive and len(self._idle) < MAX_IDLE:
+                if resp is not None and resp.complete and resp.keep_alive and len(self._idle) < self._keep:
                     self._idle.append(conn)
                 else:
                     conn.abort()
+
+    async def preconnect(self, n: int) -> None:
+        """Open connections until ``n`` are kept (at most ``MAX_IDLE``), so that ``n`` requests sent
+        together all go out at once rather than after their connects (a benchmark's batch)."""
+        usable = [c for c in self._idle if c.usable]
+        for c in self._idle:
+            if c not in usable:
+                c.abort()
+        self._idle = usable
+        self._keep = max(self._keep, min(n, MAX_KEEP))
+        missing = min(n, MAX_KEEP) - len(self._idle)
+        if missing <= 0:
+            return
+        url = self.base_url
+        opened = await asyncio.gather(*(self._connect(url) for _ in range(missing)), return_exceptions=True)
+        for conn in opened:
+            if isinstance(conn, _Conn):
+                self._idle.append(conn)
+        for conn in opened:
+            if isinstance(conn, BaseException):
+                raise conn
 
     async def aclose(self) -> None:
         """Close the kept connections."""

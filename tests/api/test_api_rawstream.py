@@ -253,3 +253,26 @@ async def test_a_kept_connection_is_usable_only_while_open_and_quiet() -> None:
     for c in (quiet, chatty):
         c.abort()
     peer2.close()
+
+
+async def test_prepare_opens_a_batch_of_connections_that_the_batch_then_uses() -> None:
+    server = RawServer(sse_chunked)
+    async with serving(server) as client:
+        await client.prepare(8)
+        await asyncio.sleep(0.05)  # let the server accept them
+        assert server.connections == 8 and not server.requests   # opened, nothing sent yet
+        for _ in range(2):  # more than MAX_IDLE are kept between batches once asked for
+            results = await asyncio.gather(*(collect(client) for _ in range(8)))
+            assert all(isinstance(r[-1], Finished) for r in results)
+        await client.prepare(8)   # enough kept: nothing new
+        assert server.connections == 8 and len(server.requests) == 16
+
+
+async def test_prepare_against_a_closed_port_leaves_the_error_to_the_requests() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    async with ApiClient(f"http://127.0.0.1:{port}", connect_timeout=1) as client:
+        await client.prepare(4)   # no exception: best effort
+        events = await collect(client)
+    assert isinstance(events[-1], StreamError) and events[-1].kind == "unreachable"

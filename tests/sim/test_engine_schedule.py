@@ -150,6 +150,22 @@ async def test_eight_streams_aggregate_follows_schedule(timed_engine: str) -> No
 
 
 @pytest.mark.timing
+async def test_a_burst_after_idle_is_admitted_in_one_step(timed_engine: str) -> None:
+    """Eight requests sent together reach the engine's Python one after another; they start together."""
+    s = Schedule()
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_keepalive_connections=8)) as c:
+        await asyncio.gather(
+            *(stream(c, timed_engine, f"warm {i}: Reply with the single word OK.", 2) for i in range(8))
+        )
+        await asyncio.sleep(0.2)
+        res = await asyncio.gather(
+            *(stream(c, timed_engine, f"[burst {i}] Write an essay about rivers.", 20) for i in range(8))
+        )
+    ttfts = [r["ttft"] for r in res]
+    assert max(ttfts) - min(ttfts) < s.step_time(8) / 2, ttfts   # one first step, not two
+
+
+@pytest.mark.timing
 async def test_idle_effect_then_back_to_back(timed_engine: str) -> None:
     s = Schedule()
     async with httpx.AsyncClient(timeout=60) as c:

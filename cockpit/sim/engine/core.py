@@ -24,6 +24,9 @@ from cockpit.sim.engine.schedule import Schedule
 PREFIX_BLOCK = 256
 PREFIX_CACHE_BLOCKS = 65536
 MIN_LAG_S = 0.002
+WAKE_LAG_S = 0.05  # the first step after an idle spell may start this long after the first arrival
+GATHER_S = 0.004  # the longest wait for the rest of a burst after an idle spell (see Engine._gather)
+GATHER_POLL_S = 0.001
 RELEASE_LEAD_S = 0.003  # a step's outputs are handed out this long before they are due
 SPIN_S = 0.00015  # the last 150 us of a wait are spun (a blocking sleep overshoots by ~70 us)
 
@@ -219,6 +222,8 @@ class EngineCore:
                 # The first step starts when the request arrived: the sim's own request handling
                 # (JSON, tokenising) is not engine time and must not push the schedule back.
                 next_t = min((r.arrival for r in self.waiting), default=None)
+                await self._gather()
+                self._woken = True
             if self.hang():
                 for r in self._admit(loop_time()):
                     r.events.put_nowait(("started",))
@@ -232,6 +237,22 @@ class EngineCore:
             next_t = self._last_end
 
     _last_end: float = 0.0
+    _woken: bool = False  # the next step is the first after an idle spell
+
+    async def _gather(self) -> None:
+        """After an idle spell, let a burst of requests in before the first step.
+
+        A client's batch sent at once reaches the kernel within a millisecond but this process's Python
+        one request after another; an engine whose queue got them together would admit them in one step.
+        So wait while more keep arriving, for at most half a step (the step is backdated to the first
+        arrival, so the wait is not engine time)."""
+        limit = time.monotonic() + min(GATHER_S, self.sch.step_time(1) * self.sch.time_scale / 2)
+        seen = len(self.waiting)
+        while time.monotonic() < limit:
+            await asyncio.sleep(GATHER_POLL_S)
+            if len(self.waiting) == seen:
+                return
+            seen = len(self.waiting)
 
     async def _step(self, next_t: float | None) -> None:
         sch = self.sch
@@ -256,7 +277,12 @@ class EngineCore:
         # the host (up to one step) are made up by the next step; a longer stall is lost time, as a
         # hiccup would be on real hardware (so measured rates are never inflated by more than one step).
         # (`now` is normally before `next_t`: outputs are handed out RELEASE_LEAD_S ahead of their time.)
-        start = next_t if next_t is not None and now - next_t < max(dur, MIN_LAG_S) else now
+        # The first step after an idle spell starts at the first arrival even when this process took
+        # longer than a step to parse the burst (its Python is not engine time); the first tokens then
+        # go out as soon as they can and the next steps catch up.
+        lag = max(dur, WAKE_LAG_S if self._woken else MIN_LAG_S)
+        self._woken = False
+        start = next_t if next_t is not None and now - next_t < lag else now
         end = start + dur
         # The step's outputs are handed out RELEASE_LEAD_S early, stamped with the time they are due:
         # the API renders its chunks meanwhile and sends them at that time (`sleep_until`), so the
