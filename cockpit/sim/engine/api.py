@@ -307,26 +307,30 @@ class ChatAPI:
         arrival = request[ARRIVAL]  # the engine's clock for this request starts here
         if not self.alive:
             return ApiError("Engine is dead", 503, "ServiceUnavailableError").response()
+        self.core.parsing += 1  # a burst's first step waits for the requests still being parsed
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return ApiError(f"JSON decode error: {exc}").response()
-        try:
-            pr = parse(body, self.core.model, self.core.max_model_len, self.max_images)
-        except ApiError as exc:
-            return exc.response()
-        plan = textgen.plan(pr.chat)
-        out, finish, stop_reason = build_output(plan, pr.max_tokens, pr.stop)
-        req = Request(
-            rid="chatcmpl-" + uuid.uuid4().hex,
-            prompt_tokens=pr.prompt_tokens,
-            prompt_key=pr.prompt_key,
-            out=out,
-            finish_reason=finish,
-            stop_reason=stop_reason,
-            arrival=arrival,
-        )
-        self.core.submit(req)
+            try:
+                body = await request.json()
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                return ApiError(f"JSON decode error: {exc}").response()
+            try:
+                pr = parse(body, self.core.model, self.core.max_model_len, self.max_images)
+            except ApiError as exc:
+                return exc.response()
+            plan = textgen.plan(pr.chat)
+            out, finish, stop_reason = build_output(plan, pr.max_tokens, pr.stop)
+            req = Request(
+                rid="chatcmpl-" + uuid.uuid4().hex,
+                prompt_tokens=pr.prompt_tokens,
+                prompt_key=pr.prompt_key,
+                out=out,
+                finish_reason=finish,
+                stop_reason=stop_reason,
+                arrival=arrival,
+            )
+            self.core.submit(req)
+        finally:
+            self.core.parsing -= 1
         try:
             if pr.stream:
                 return await self._stream(request, pr, req)

@@ -195,10 +195,14 @@ class EngineCore:
         return min(hits, req.prompt_tokens - 1)
 
     # --- the step loop ----------------------------------------------------------------------------
-    def _admit(self, now: float) -> list[Request]:
+    def _admit(self, now: float, arrived_by: float | None = None) -> list[Request]:
         new = []
-        while self.waiting and len(self.running) < self.max_num_seqs:
-            r = self.waiting.pop(0)
+        for r in list(self.waiting):
+            if len(self.running) >= self.max_num_seqs:
+                break
+            if arrived_by is not None and r.arrival > arrived_by:
+                continue
+            self.waiting.remove(r)
             r.admitted = now
             r.cached = self._cached_tokens(r)
             r.prefill_left = r.prompt_tokens - r.cached
@@ -213,6 +217,7 @@ class EngineCore:
         loop_time = time.monotonic
         next_t: float | None = None
         while True:
+            arrived_by: float | None = None  # the first step after idle: the burst's window only
             if not self.running and not self.waiting:
                 self.idle_since = loop_time()
                 self._wake.clear()
@@ -222,7 +227,8 @@ class EngineCore:
                 # The first step starts when the request arrived: the sim's own request handling
                 # (JSON, tokenising) is not engine time and must not push the schedule back.
                 next_t = min((r.arrival for r in self.waiting), default=None)
-                await self._gather()
+                if next_t is not None:
+                    arrived_by = await self._gather(next_t)
                 self._woken = True
             if self.hang():
                 for r in self._admit(loop_time()):
@@ -232,27 +238,34 @@ class EngineCore:
                 continue
             while self._deferred_aborts:
                 self.abort(self._deferred_aborts.pop())
-            self._admit(loop_time())
+            self._admit(loop_time(), arrived_by)  # later arrivals of a burst: the next step
             await self._step(next_t)
             next_t = self._last_end
 
     _last_end: float = 0.0
     _woken: bool = False  # the next step is the first after an idle spell
+    parsing: int = 0  # requests the API has received and not yet submitted (set by the API)
 
-    async def _gather(self) -> None:
-        """After an idle spell, let a burst of requests in before the first step.
+    async def _gather(self, first: float) -> float:
+        """After an idle spell, let a burst of requests in before the first step; returns the latest
+        arrival the first step admits.
 
-        A client's batch sent at once reaches the kernel within a millisecond but this process's Python
-        one request after another; an engine whose queue got them together would admit them in one step.
-        So wait while more keep arriving, for at most half a step (the step is backdated to the first
-        arrival, so the wait is not engine time)."""
-        limit = time.monotonic() + min(GATHER_S, self.sch.step_time(1) * self.sch.time_scale / 2)
-        seen = len(self.waiting)
-        while time.monotonic() < limit:
+        A client's batch sent at once reaches the kernel within a few milliseconds but this process's
+        Python one request after another; an engine whose queue got them together admits them in one
+        step. So wait until ``GATHER_S`` (at most half a step) after the first arrival has passed and
+        no request came in or was being parsed for two polls (one that reached the kernel in time may
+        still be unread), for at most ``WAKE_LAG_S / 2``. The step is backdated to the first arrival
+        (see :meth:`_step`), so the wait is not engine time."""
+        window_end = first + min(GATHER_S, self.sch.step_time(1) * self.sch.time_scale / 2)
+        cap = time.monotonic() + WAKE_LAG_S / 2
+        seen, quiet = len(self.waiting), 0
+        while True:
             await asyncio.sleep(GATHER_POLL_S)
-            if len(self.waiting) == seen:
-                return
-            seen = len(self.waiting)
+            now = time.monotonic()
+            busy = self.parsing > 0 or len(self.waiting) != seen
+            seen, quiet = len(self.waiting), 0 if busy else quiet + 1
+            if now >= cap or (now >= window_end and quiet >= 2):
+                return window_end
 
     async def _step(self, next_t: float | None) -> None:
         sch = self.sch
