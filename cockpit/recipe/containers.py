@@ -189,3 +189,11 @@ def rm_argv(container_id: str) -> list[str]:
 
 def image_id_argv(image: str) -> list[str]:
     return ["docker", "image", "inspect", image, "--format", "{{.Id}}"]
+
+
+def worth_following(before: ContainerState | None, now: ContainerState | None) -> bool:
+    """Whether a rank's log is worth following again, given its container when the last follow ended
+    (`before`) and now, as the live model sees them: one is running, or another container has come."""
+    if now is None:
+        return False
+    return now.running or before is None or now.id != before.id

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -103,12 +103,15 @@ class _Replay:
 
 async def follow(host: Streamer, container: str = CONTAINER_NAME, *, follow: bool = True,
                  since: str | None = None, tail: int | None = None, resume: bool = True,
-                 rejoin: float | None = None, reconnect_timeout: float | None = None,
+                 rejoin: float | Callable[[], Awaitable[object]] | None = None,
+                 reconnect_timeout: float | None = None,
                  point: ResumePoint | None = None) -> AsyncIterator[LogLine | FollowEvent]:
     """One rank's container log as `LogLine`s, with `FollowEvent`s when its state changes.
 
     Ends when the container stops (`ended`) or does not exist (`error`), unless `rejoin` is set: then
-    it looks again every `rejoin` seconds for a (re)started container, continuing after the last line.
+    it looks again for a (re)started container, continuing after the last line: every `rejoin` seconds,
+    or each time the awaitable that `rejoin()` returns is done (a caller that knows when a container
+    came or changed, from the live model, asks docker only then).
     A lost host yields `lost`, then (with `resume`) waits for the reconnect and yields `resumed`.
     A caller that follows again later passes its own `point`: the new call continues after the last
     line the old one yielded, with none repeated.
@@ -176,4 +179,4 @@ async def follow(host: Streamer, container: str = CONTAINER_NAME, *, follow: boo
         if announced != ("waiting:" + detail):
             announced = "waiting:" + detail
             yield FollowEvent(rank, "waiting", detail, time.time())
-        await asyncio.sleep(rejoin)
+        await (asyncio.sleep(rejoin) if isinstance(rejoin, (int, float)) else rejoin())

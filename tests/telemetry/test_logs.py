@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import cockpit.telemetry.logstore as logs_mod
 from cockpit.hosts.shell import ShellCommand
 from cockpit.hosts.state import HostState, HostUnavailable
+from cockpit.recipe.containers import ContainerState, worth_following
 from cockpit.safetext import neutralise
 from cockpit.telemetry.logfollow import FollowEvent, ResumePoint, follow, logs_command
 from cockpit.telemetry.logline import (
@@ -246,6 +247,42 @@ async def test_follow_with_rejoin_picks_up_a_restarted_container() -> None:
     states = [g.state for g in got if isinstance(g, FollowEvent)]
     assert states == ["following", "waiting", "following"]
     assert [g.text for g in got if isinstance(g, LogLine)] == ["line 0", "line 1", "line 2"]
+
+
+async def test_follow_rejoins_when_its_rejoin_awaitable_says_so() -> None:
+    host = FakeHost([(["Error response from daemon: No such container: ds41_r37"], False),
+                     ([stamped(0)], False)])
+    asked: list[int] = []
+
+    async def container_came() -> None:
+        asked.append(len(host.commands))
+
+    agen = follow(host, "ds41_r37", rejoin=container_came)
+    got = [item async for item in _take_until(agen, "line 0")]
+    assert asked == [1]   # asked once, after the first follow, before the second
+    assert [g.state for g in got if isinstance(g, FollowEvent)] == ["waiting", "following"]
+
+
+async def _take_until(agen: AsyncIterator[LogLine | FollowEvent],
+                      text: str) -> AsyncIterator[LogLine | FollowEvent]:
+    async for item in agen:
+        yield item
+        if isinstance(item, LogLine) and item.text == text:
+            break
+    await agen.aclose()  # type: ignore[attr-defined]
+
+
+def test_a_log_is_worth_following_again_once_a_container_runs_or_another_came() -> None:
+    def c(cid: str, running: bool) -> ContainerState:
+        return ContainerState(cid, "ds41_r37", "running" if running else "exited", running)
+
+    assert not worth_following(None, None)                 # still no container: do not ask docker
+    assert not worth_following(c("a", False), c("a", False))   # the same stopped one: nothing new
+    assert not worth_following(c("a", False), None)        # removed
+    assert worth_following(None, c("a", False))            # one came (created, not yet running)
+    assert worth_following(c("a", False), c("a", True))    # restarted
+    assert worth_following(c("a", False), c("b", False))   # another of that name
+    assert worth_following(c("a", True), c("a", True))     # running: its follow ended for another reason
 
 
 async def test_follow_waits_for_a_host_that_is_not_connected_yet() -> None:

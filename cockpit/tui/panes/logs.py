@@ -12,6 +12,7 @@ takes its keys from the bindings, so a remapped key shows remapped.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from bisect import bisect_right
 from collections import deque
@@ -25,6 +26,7 @@ from textual.binding import Binding
 from textual.widgets import Input, Tab, Tabs
 
 from cockpit.locations import logs_save_dir
+from cockpit.recipe.containers import worth_following
 from cockpit.telemetry.logfilter import FilteredView, FilterError, LineFilter
 from cockpit.telemetry.logfollow import NO_CONTAINER, FollowEvent, follow
 from cockpit.telemetry.logline import LogLine, save_lines
@@ -41,7 +43,9 @@ FLUSH_EVERY = 0.05
 MAX_PER_FLUSH = 12_000  # lines moved into the store per tick at most (240 000 lines/s): a tick stays short
 RENDER_EVERY = 0.1  # the view takes new lines (one frame) at most this often while lines stream
 STATUS_EVERY = 0.25  # the status line's counters refresh at most this often while lines stream
-REJOIN_EVERY = 5.0
+REJOIN_EVERY = 5.0   # s at least between two follows of a rank whose container ended or is missing
+REJOIN_POLL = 1.0    # s between looks at the live model meanwhile (in memory: no SSH)
+REJOIN_MAX = 60.0    # s at most before docker is asked again anyway
 CONTEXT_STEPS = (0, 2, 5, 10)
 MERGED = "merged"
 FOLLOWER_STYLE = {"following": "ok.soft", "resumed": "ok.soft", "lost": "fail", "error": "fail",
@@ -258,11 +262,22 @@ class LogsPane(Pane):
 
     async def _follow(self, rank: int) -> None:
         inbox = self._incoming[rank]
-        async for item in follow(self.ctx.fleet[rank], self.container, rejoin=REJOIN_EVERY):
+        async for item in follow(self.ctx.fleet[rank], self.container, rejoin=lambda: self._rejoin(rank)):
             if isinstance(item, LogLine):
                 inbox.push(item.ts, item.text)
             else:
                 self.states[rank] = item
+
+    async def _rejoin(self, rank: int) -> None:
+        """Wait before following rank's log again until the live model shows a container worth it (see
+        :func:`worth_following`): asking docker every few seconds for a container that is not there
+        filled the command log with one `docker logs -f` per rank every 5 s."""
+        before = self.ctx.watcher.timeline[rank].container
+        await asyncio.sleep(REJOIN_EVERY)
+        deadline = time.monotonic() + REJOIN_MAX - REJOIN_EVERY
+        while (not worth_following(before, self.ctx.watcher.timeline[rank].container)
+               and time.monotonic() < deadline):
+            await asyncio.sleep(REJOIN_POLL)
 
     def ingest(self, rank: int, lines: Sequence[LogLine]) -> None:
         """Hand lines to the pane (what a reader does); they show at the next flush."""
