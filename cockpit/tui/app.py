@@ -64,17 +64,23 @@ WORKER_REMEDY = ("the pane is usable again: press its key to retry; if it fails 
                  "in a shell for the full error")
 
 
+def owning_pane(node: object) -> Pane | None:
+    """The pane a worker's node is (or is inside), if any."""
+    if isinstance(node, Pane):
+        return node
+    if not isinstance(node, Widget):
+        return None
+    return next((a for a in node.ancestors if isinstance(a, Pane)), None)
+
+
 def pane_origin() -> str:
     """Who asks for a host command run by a worker now: "pane:<title>" of the pane the worker belongs
     to ("" outside a pane's worker). The command log's origin (`cockpit.hosts.origin`)."""
     try:
-        node: object = get_current_worker().node
+        pane = owning_pane(get_current_worker().node)
     except NoActiveWorker:
         return ""
-    if not isinstance(node, Pane):
-        node = next((a for a in node.ancestors if isinstance(a, Pane)), None) if isinstance(
-            node, Widget) else None
-    return f"pane:{node.TITLE}" if isinstance(node, Pane) else ""
+    return f"pane:{pane.TITLE}" if pane is not None else ""
 
 
 add_resolver(pane_origin)
@@ -112,6 +118,7 @@ class CockpitApp(App[None]):
         self.connect = connect
         self.api_url, self.read_only_flag = api_url, read_only
         self.clusters = list(clusters)      # every cluster `C` can switch to (this one among them)
+        self._active = self._index_of(config_path)
         self.generation = 0                 # +1 per switch: messages of the cluster before are dropped
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
@@ -144,13 +151,26 @@ class CockpitApp(App[None]):
         """Start the fleet, the live model and the stats monitor of the active cluster."""
         if not self.connect:
             return
-        self.fleet.subscribe(self._post_host_status)
+        # Each message carries the generation of the cluster that subscribed, not the one current when it
+        # is sent: the old fleet's last reports (its hosts closing) are dropped after a switch.
+        gen = self.generation
+
+        def host_status(status: HostStatus) -> None:
+            self.post_message(HostStatusChanged(status, gen))
+
+        def cluster_event(event: object) -> None:
+            self.post_message(ClusterChanged(event, gen))
+
+        def stats() -> None:
+            self.post_message(StatsChanged(gen))
+
+        self.fleet.subscribe(host_status)
         with asking("fleet"):       # the tasks started here ask under these names (the command log)
             self.fleet.start()
-        self.ctx.watcher.subscribe(self._post_cluster_event)
+        self.ctx.watcher.subscribe(cluster_event)
         with asking("watcher"):
             self.ctx.watcher.start()
-        self.ctx.monitor.subscribe(self._post_stats)
+        self.ctx.monitor.subscribe(stats)
         with asking("stats sampler"):
             self.ctx.monitor.start()
 
@@ -158,15 +178,6 @@ class CockpitApp(App[None]):
         await self.ctx.monitor.close()
         await self.ctx.watcher.close()
         await self.fleet.close()
-
-    def _post_host_status(self, status: HostStatus) -> None:
-        self.post_message(HostStatusChanged(status, self.generation))
-
-    def _post_cluster_event(self, event: object) -> None:
-        self.post_message(ClusterChanged(event, self.generation))
-
-    def _post_stats(self) -> None:
-        self.post_message(StatsChanged(self.generation))
 
     def _freeze_startup_objects(self) -> None:
         """Widgets and modules live as long as the app: keep them out of full GC passes, which otherwise
@@ -181,7 +192,11 @@ class CockpitApp(App[None]):
 
     def active_cluster(self) -> int | None:
         """The index of the open cluster in `clusters` (None when the app was given none)."""
-        here = _identity(self.config_path)
+        return self._active
+
+    def _index_of(self, path: Path | None) -> int | None:
+        """Where the cluster file `path` is in `clusters` (the same file, however it is spelt)."""
+        here = _identity(path)
         return next((i for i, ref in enumerate(self.clusters) if _identity(ref.path) == here), None)
 
     def cluster_title(self) -> str:
@@ -196,10 +211,10 @@ class CockpitApp(App[None]):
             self.notify("this cockpit knows one cluster: put more cluster files in cluster.d/ beside "
                         "cluster.toml, or give --config again", title="clusters")
             return
-        self.push_screen(ClusterPicker(self.clusters, self.config_path), self._cluster_chosen)
+        self.push_screen(ClusterPicker(self.clusters, self._active), self._cluster_chosen)
 
     def _cluster_chosen(self, ref: ClusterRef | None) -> None:
-        if ref is None or _identity(ref.path) == _identity(self.config_path):
+        if ref is None or self._index_of(ref.path) == self._active:
             return
         if ref.error is not None:
             problems = "\n".join(safe(line, 300) for line in ref.error.render().splitlines()[:5])
@@ -225,6 +240,7 @@ class CockpitApp(App[None]):
         self.generation += 1                # from now on, what the old fleet reports is dropped
         await self._disconnect()
         self.config, self.config_path = config, ref.path
+        self._active = self._index_of(ref.path)
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, ref.path, self.fleet, api_url=self.api_url,
                                   read_only=self.read_only_flag)
@@ -305,10 +321,10 @@ class CockpitApp(App[None]):
         self.refresh_header()
 
     def refresh_header(self) -> None:
-        hosts = self.query(HostsPane)
-        if not hosts or not hosts.first().composed or not self.query(ClusterHeader):
+        hosts, header = self.query(HostsPane), self.query(ClusterHeader)
+        if not hosts or not hosts.first().composed or not header:
             return                          # between two clusters' panes (a switch recomposes), closing
-        self.query_one(ClusterHeader).show(self.cluster_title(), self.query_one(HostsPane).statuses,
+        header.first().show(self.cluster_title(), hosts.first().statuses,
                                            self.ctx.watcher.timeline, self.ctx.watcher.looked(),
                                            self.ctx.monitor.stats.alerts, read_only=self.ctx.read_only)
 
@@ -416,9 +432,7 @@ class CockpitApp(App[None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """No worker error is silent and none closes the app: the pane's name, the error and a remedy go
         to a notification and the pane's error line; the next worker the pane starts clears that line."""
-        node = event.worker.node
-        pane = node if isinstance(node, Pane) else next(
-            (a for a in node.ancestors if isinstance(a, Pane)), None) if isinstance(node, Widget) else None
+        pane = owning_pane(event.worker.node)
         if event.state is WorkerState.RUNNING and pane is not None and pane.worker_error is not None:
             pane.show_worker_error(None)
         if event.state is not WorkerState.ERROR:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -47,22 +46,21 @@ class ClusterPicker(ModalScreen[ClusterRef | None]):
     ClusterPicker .clusters-keys { padding-top: 1; }
     """
 
-    def __init__(self, clusters: Sequence[ClusterRef], active: Path | None):
+    def __init__(self, clusters: Sequence[ClusterRef], active: int | None):
         super().__init__()
         self.clusters = list(clusters)
-        self.active = active
+        self.active = active        # the index of the open cluster (the app's own rule for which it is)
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Clusters", classes="clusters-title")
-            yield OptionList(*(Option(cluster_label(ref, ref.path == self.active), id=str(i))
+            yield OptionList(*(Option(cluster_label(ref, i == self.active), id=str(i))
                                for i, ref in enumerate(self.clusters)), id="clusters-list")
             yield Static(hints(self, ("choose", "cancel")), markup=False, classes="clusters-keys")
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
-        current = next((i for i, ref in enumerate(self.clusters) if ref.path == self.active), 0)
-        options.highlighted = current
+        options.highlighted = self.active or 0
         options.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
