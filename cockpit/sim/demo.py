@@ -19,7 +19,6 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import signal
 import struct
 import sys
@@ -46,11 +45,6 @@ def host_env(root: Path, path_dirs: list[str]) -> dict[str, str]:
         "LANG": env.get("LANG", "C.UTF-8"),
     })
     return env
-
-
-def prompt(hostname: str) -> str:
-    """bash's PS1 for a shell on `hostname` (bash's own `\\h` would name the machine the demo runs on)."""
-    return "\\u@" + re.sub(r"[^A-Za-z0-9._-]", "", hostname)[:64] + ":\\w\\$ "
 
 
 def _take_terminal() -> None:
@@ -145,7 +139,7 @@ class ShellSession(asyncssh.SSHServerSession):
         env = dict(self._host.env, TERM=term)
         if self._command is None:
             argv = ["bash", "--norc", "-i"]
-            env["PS1"] = prompt(self._host.spec.hostname)
+            env["PS1"] = layout.prompt(self._host.spec.hostname)
         else:
             argv = ["bash", "-c", self._command]
         master, slave = os.openpty()

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -137,3 +138,9 @@ def home_dir(root: Path) -> Path:
 
 def demo_srv_dir(root: Path) -> Path:
     return root / "srv"
+
+
+def prompt(hostname: str) -> str:
+    """bash's PS1 for a shell on `hostname` (bash's own `\\h` would name the machine the demo runs on):
+    the demo's logins and `docker exec -it` into a container both show it."""
+    return "\\u@" + re.sub(r"[^A-Za-z0-9._-]", "", hostname)[:64] + ":\\w\\$ "

@@ -14,12 +14,13 @@ import subprocess
 import sys
 import termios
 import time
+from pathlib import Path
 
 import pytest
 from simcluster import SimCluster
 
-from cockpit.sim.demo import prompt
-from cockpit.sim.tools.docker import DockerError, parse_exec
+from cockpit.sim.layout import prompt
+from cockpit.sim.tools.docker import DockerError, env_file_lines, parse_exec
 
 needs_ssh = pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the OpenSSH client")
 
@@ -32,7 +33,9 @@ def test_prompt_names_the_host_and_nothing_else() -> None:
 def test_exec_options() -> None:
     assert parse_exec(["-it", "c", "sh"]) == ({}, {"-i", "-t"}, ["c", "sh"])
     assert parse_exec(["--interactive", "-e", "A=1", "--env=B", "-w", "/tmp", "c", "ls", "-l"]) == (
-        {"e": ["A=1", "B"], "w": ["/tmp"]}, {"-i"}, ["c", "ls", "-l"])
+        {"env": ["A=1", "B"], "workdir": ["/tmp"]}, {"-i"}, ["c", "ls", "-l"])
+    assert parse_exec(["--env-file", "f", "-e", "A=1", "c", "sh"]) == (   # not read as `-e f`
+        {"env-file": ["f"], "env": ["A=1"]}, set(), ["c", "sh"])
     assert parse_exec(["-i", "--", "c", "-x"]) == ({}, {"-i"}, ["c", "-x"])
     for bad in (["--bogus", "c", "sh"], ["-ix", "c", "sh"], ["-e"]):
         with pytest.raises(DockerError) as err:
@@ -120,6 +123,15 @@ def test_no_container_is_a_clean_failure(demo_cluster: SimCluster) -> None:
 
 
 @needs_ssh
+def test_exec_env_file_is_read_as_docker_reads_it(tmp_path: Path) -> None:
+    f = tmp_path / "env"
+    f.write_text("# comment\n\nA=1\n  B\nC=x=y\n")
+    assert env_file_lines([str(f)]) == ["A=1", "B", "C=x=y"]
+    with pytest.raises(DockerError) as err:
+        env_file_lines([str(tmp_path / "missing")])
+    assert err.value.code == 125 and "no such file" in str(err.value)
+
+
 def test_exec_in_a_running_container_then_a_stopped_one(fresh_demo_cluster: SimCluster,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A container of a tiny stored image (no `docker load`: a few seconds in all)."""

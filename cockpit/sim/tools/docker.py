@@ -757,12 +757,14 @@ def _lose_host_now() -> None:
 
 # --- exec -------------------------------------------------------------------------------------
 
-EXEC_VALUE_OPTS = ("-e", "--env", "-w", "--workdir", "-u", "--user", "--env-file", "--detach-keys")
+EXEC_VALUE_OPTS = {"-e": "env", "--env": "env", "-w": "workdir", "--workdir": "workdir", "-u": "user",
+                   "--user": "user", "--env-file": "env-file", "--detach-keys": "detach-keys"}
 EXEC_BOOLS = {"i": "-i", "t": "-t", "d": "-d"}
 
 
 def parse_exec(args: list[str]) -> tuple[dict[str, list[str]], set[str], list[str]]:
-    """Options (values by their first letter, flags as -i/-t/-d/--privileged) and the rest: NAME CMD…"""
+    """Options (values by their long name without dashes, flags as -i/-t/-d/--privileged) and the rest:
+    NAME CMD…"""
     vals: dict[str, list[str]] = {}
     flags: set[str] = set()
     i = 0
@@ -778,7 +780,7 @@ def parse_exec(args: list[str]) -> tuple[dict[str, list[str]], set[str], list[st
                 if i >= len(args):
                     raise DockerError(f"flag needs an argument: {key}\nSee 'docker exec --help'.", 125)
                 val = args[i]
-            vals.setdefault(key.lstrip("-")[:1], []).append(val)
+            vals.setdefault(EXEC_VALUE_OPTS[key], []).append(val)
         elif a in ("--interactive", "--tty", "--detach", "--privileged"):
             flags.add({"--interactive": "-i", "--tty": "-t", "--detach": "-d"}.get(a, a))
         elif len(a) > 1 and a[1] != "-" and all(ch in EXEC_BOOLS for ch in a[1:]):
@@ -799,14 +801,29 @@ def exec_env(c: dict, tty: bool, extra: list[str]) -> dict[str, str]:
     env.pop("PS1", None)
     env.pop("PROMPT_COMMAND", None)
     if tty:
+        from cockpit.sim.layout import prompt
+
         env["TERM"] = "xterm"
-        ps1 = "\\u@" + re.sub(r"[^A-Za-z0-9._-]", "", hostname)[:64] + ":\\w\\$ "
+        ps1 = prompt(hostname)
         env["PS1"] = ps1
         env["PROMPT_COMMAND"] = f"PS1='{ps1}'"
     for e in extra:
         key, eq, value = e.partition("=")
         env[key] = value if eq else os.environ.get(key, "")
     return env
+
+
+def env_file_lines(paths: list[str]) -> list[str]:
+    """`--env-file` contents as docker reads them: KEY=VALUE or KEY lines; blank and # lines skipped."""
+    out = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError as exc:
+            raise DockerError(f"open {path}: {exc.strerror.lower() if exc.strerror else exc}", 125) from None
+        out += [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return out
 
 
 def cmd_exec(args: list[str]) -> int:
@@ -829,7 +846,7 @@ def cmd_exec(args: list[str]) -> int:
     tty, interactive = "-t" in flags, "-i" in flags
     if tty and interactive and not os.isatty(0):
         raise DockerError("the input device is not a TTY")
-    env = exec_env(c, tty, vals.get("e", []))
+    env = exec_env(c, tty, [*env_file_lines(vals.get("env-file", [])), *vals.get("env", [])])
     exe = shutil.which(argv[0], path=env.get("PATH")) if "/" not in argv[0] else argv[0]
     if exe is None or not os.access(exe, os.X_OK):
         raise DockerError(
@@ -837,7 +854,7 @@ def cmd_exec(args: list[str]) -> int:
             f'"{argv[0]}": executable file not found in $PATH: unknown',
             127,
         )
-    cwd = (vals.get("w") or [c["Config"].get("WorkingDir") or "/"])[-1]
+    cwd = (vals.get("workdir") or [c["Config"].get("WorkingDir") or "/"])[-1]
     if not os.path.isdir(cwd):
         raise DockerError(
             "OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd "
