@@ -234,7 +234,8 @@ class ApiClient:
                 if self._raw is not None:
                     await self._raw.preconnect(n)
                 elif n > 1:  # httpx keeps the connections these cheap requests opened
-                    await asyncio.gather(*(self._http.get("/v1/models") for _ in range(min(n, 64))))
+                    await asyncio.gather(*(self._http.get("/v1/models")
+                                           for _ in range(min(n, rawstream.MAX_KEEP))))
         except (ApiError, httpx.HTTPError, OSError, TimeoutError):
             return
 

@@ -534,25 +534,25 @@ class RawStreamer:
                     conn.abort()
 
     async def preconnect(self, n: int) -> None:
-        """Open connections until ``n`` are kept (at most ``MAX_IDLE``), so that ``n`` requests sent
+        """Open connections until ``n`` are kept (at most ``MAX_KEEP``), so that ``n`` requests sent
         together all go out at once rather than after their connects (a benchmark's batch)."""
-        usable = [c for c in self._idle if c.usable]
-        for c in self._idle:
-            if c not in usable:
-                c.abort()
-        self._idle = usable
+        kept = []
+        for conn in self._idle:
+            if conn.usable:
+                kept.append(conn)
+            else:
+                conn.abort()
+        self._idle = kept
         self._keep = max(self._keep, min(n, MAX_KEEP))
         missing = min(n, MAX_KEEP) - len(self._idle)
         if missing <= 0:
             return
         url = self.base_url
         opened = await asyncio.gather(*(self._connect(url) for _ in range(missing)), return_exceptions=True)
-        for conn in opened:
-            if isinstance(conn, _Conn):
-                self._idle.append(conn)
-        for conn in opened:
-            if isinstance(conn, BaseException):
-                raise conn
+        self._idle += [got for got in opened if isinstance(got, _Conn)]
+        for got in opened:
+            if isinstance(got, BaseException):
+                raise got
 
     async def aclose(self) -> None:
         """Close the kept connections."""

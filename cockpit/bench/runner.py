@@ -202,17 +202,15 @@ class Runner:
         sends on its kept connection): a full collection in between spread a batch's sends over up to
         6 ms, so part of it missed the engine's first step."""
         await self.client.prepare(len(jobs))
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._send(rec, prompt, work)) for rec, prompt, work in jobs]
-                await asyncio.sleep(0)
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(self._send(rec, prompt, work)) for rec, prompt, work in jobs]
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                await asyncio.sleep(0)      # the one turn in which every task sends
+            finally:
                 if collecting:
                     gc.enable()
-        finally:
-            if collecting:
-                gc.enable()
         return [t.result() for t in tasks]
 
     def _fatal(self, records: list[RequestRecord], what: str) -> None:

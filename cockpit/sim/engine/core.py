@@ -25,7 +25,7 @@ PREFIX_BLOCK = 256
 PREFIX_CACHE_BLOCKS = 65536
 MIN_LAG_S = 0.002
 WAKE_LAG_S = 0.05  # the first step after an idle spell may start this long after the first arrival
-GATHER_S = 0.004  # the longest wait for the rest of a burst after an idle spell (see Engine._gather)
+GATHER_S = 0.004  # the longest wait for the rest of a burst after an idle spell (see EngineCore._gather)
 GATHER_POLL_S = 0.001
 RELEASE_LEAD_S = 0.003  # a step's outputs are handed out this long before they are due
 SPIN_S = 0.00015  # the last 150 us of a wait are spun (a blocking sleep overshoots by ~70 us)
@@ -216,6 +216,7 @@ class EngineCore:
         """The scheduler loop; runs until cancelled."""
         loop_time = time.monotonic
         next_t: float | None = None
+        woken = False  # the next step is the first after an idle spell
         while True:
             arrived_by: float | None = None  # the first step after idle: the burst's window only
             if not self.running and not self.waiting:
@@ -229,7 +230,7 @@ class EngineCore:
                 next_t = min((r.arrival for r in self.waiting), default=None)
                 if next_t is not None:
                     arrived_by = await self._gather(next_t)
-                self._woken = True
+                woken = True
             if self.hang():
                 for r in self._admit(loop_time()):
                     r.events.put_nowait(("started",))
@@ -239,11 +240,10 @@ class EngineCore:
             while self._deferred_aborts:
                 self.abort(self._deferred_aborts.pop())
             self._admit(loop_time(), arrived_by)  # later arrivals of a burst: the next step
-            await self._step(next_t)
-            next_t = self._last_end
+            await self._step(next_t, woken)
+            next_t, woken = self._last_end, False
 
     _last_end: float = 0.0
-    _woken: bool = False  # the next step is the first after an idle spell
     parsing: int = 0  # requests the API has received and not yet submitted (set by the API)
 
     async def _gather(self, first: float) -> float:
@@ -267,7 +267,7 @@ class EngineCore:
             if now >= cap or (now >= window_end and quiet >= 2):
                 return window_end
 
-    async def _step(self, next_t: float | None) -> None:
+    async def _step(self, next_t: float | None, woken: bool = False) -> None:
         sch = self.sch
         budget, chunk, finishing = sch.max_batched_tokens, 0, []
         for r in self.running:
@@ -293,8 +293,7 @@ class EngineCore:
         # The first step after an idle spell starts at the first arrival even when this process took
         # longer than a step to parse the burst (its Python is not engine time); the first tokens then
         # go out as soon as they can and the next steps catch up.
-        lag = max(dur, WAKE_LAG_S if self._woken else MIN_LAG_S)
-        self._woken = False
+        lag = max(dur, WAKE_LAG_S if woken else MIN_LAG_S)
         start = next_t if next_t is not None and now - next_t < lag else now
         end = start + dur
         # The step's outputs are handed out RELEASE_LEAD_S early, stamped with the time they are due:
