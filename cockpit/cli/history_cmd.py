@@ -5,13 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import EXIT_OK, add_json, print_json, table, usage_error
-
-if TYPE_CHECKING:
-    from cockpit.recipe.history import Entry, Session
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,22 +34,8 @@ def when(t: object, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
         return "—"
 
 
-def outcome(entry: Entry) -> str:
-    """What the exit column shows: the exit status, or why there is none (timeout, lost, stream)."""
-    if entry.note in ("timeout", "lost", "stream"):
-        return entry.note
-    return "—" if entry.exit is None else str(entry.exit)
-
-
-def chosen(session: Session, ranks: list[int] | None, grep: str | None) -> list[Entry]:
-    needle = (grep or "").casefold()
-    return [e for e in session.entries
-            if (not ranks or e.rank in ranks)
-            and (not needle or needle in e.line.casefold() or needle in e.origin.casefold())]
-
-
 def cmd_history(args: argparse.Namespace) -> int:
-    from cockpit.recipe.history import find_session, list_sessions
+    from cockpit.recipe.history import find_session, list_sessions, matches, outcome_label
     from cockpit.safetext import neutralise, safe
 
     if not args.session:
@@ -77,7 +60,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     found = find_session(args.session)
     if found is None:
         raise usage_error(f"no session {safe(args.session, 80)!r}: `r37-cockpit history` lists them")
-    entries = chosen(found, args.rank, args.grep)
+    entries = [e for e in found.entries
+               if matches(e.rank, e.line, e.origin, args.rank or (), args.grep or "")]
     if args.json:
         summary: dict[str, Any] = found.summary()
         print_json({"ok": True, "session": {**summary, "header": found.header},
@@ -88,7 +72,7 @@ def cmd_history(args: argparse.Namespace) -> int:
           f"started {when(h.get('started'))}, {len(found.entries)} commands, {found.failures} failed")
     for note in found.notes:
         print(f"note: {safe(note, 400)}", file=sys.stderr)
-    rows = [[when(e.t, "%H:%M:%S"), str(e.rank), neutralise(e.origin) or "—", outcome(e),
+    rows = [[when(e.t, "%H:%M:%S"), str(e.rank), neutralise(e.origin) or "—", outcome_label(e.exit, e.note),
              "—" if e.duration is None else f"{e.duration:.2f}s", neutralise(e.line)] for e in entries]
     if rows:
         print(table(rows, ["time", "rank", "origin", "exit", "duration", "line"]))

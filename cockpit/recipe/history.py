@@ -19,7 +19,7 @@ import re
 import shlex
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -62,6 +62,20 @@ def redact(text: str) -> str:
 
 def failed(exit_status: int | None, note: str) -> bool:
     return (exit_status is not None and exit_status != 0) or note in FAILED_NOTES
+
+
+def outcome_label(exit_status: int | None, note: str) -> str:
+    """What an exit column shows: the exit status, or why there is none (timeout, lost, stream)."""
+    if note in (*FAILED_NOTES, "stream"):
+        return note
+    return "—" if exit_status is None else str(exit_status)
+
+
+def matches(rank: int, line: str, origin: str, ranks: Collection[int], text: str) -> bool:
+    """The command log's filter: one of `ranks` (none: any) and `text` in the line or who asked."""
+    needle = text.casefold()
+    return ((not ranks or rank in ranks)
+            and (not needle or needle in line.casefold() or needle in origin.casefold()))
 
 
 # ---- writing --------------------------------------------------------------------------------------------
@@ -124,6 +138,7 @@ class SessionLog:
         self.records = 0
         self._file: IO[str] | None = None
         self._capped = False
+        self._closed = False  # for good: a fleet still recording after the session ended opens nothing
         self._began = time.time()
 
     @property
@@ -133,7 +148,7 @@ class SessionLog:
     def open(self, **header: Any) -> bool:
         """Create the file and write the header (pruning old sessions first); False, with a warning,
         when it cannot be written."""
-        if self._file is not None or self.warning is not None:
+        if self._file is not None or self.warning is not None or self._closed:
             return self._file is not None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -173,6 +188,8 @@ class SessionLog:
         fleet.on_command(self.record)
 
     def close(self) -> None:
+        """End the session: what is recorded after this is not logged (no second file)."""
+        self._closed = True
         if self._file is not None:
             with contextlib.suppress(OSError):
                 self._file.close()

@@ -67,6 +67,8 @@ def test_header_then_one_flushed_line_per_finished_command(tmp_path: Path) -> No
     log.close()
     found = read_session(log.path)
     assert found is not None and found.failures == 2 and len(found.entries) == 5 and not found.notes
+    log.record(rec(0, "uname -r"))      # a fleet still running after the session: no second file
+    assert sorted(tmp_path.iterdir()) == [log.path] and read_session(log.path) == found
 
 
 def test_a_session_read_while_a_line_is_half_written(tmp_path: Path) -> None:

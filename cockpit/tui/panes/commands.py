@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Input, Static
 from cockpit.hosts import CommandRecord
 from cockpit.hosts.fleet import COMMAND_LOG_CAP
 from cockpit.recipe.history import failed as command_failed
-from cockpit.recipe.history import redact
+from cockpit.recipe.history import matches, outcome_label, redact
 from cockpit.safetext import clip, neutralise, neutralise_block
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.pane import Pane
@@ -39,15 +39,14 @@ class CommandRecorded(Message):
         self.record = record
 
 
+OUTCOME_ROLE = {"timeout": "warn", "lost": "fail", "stream": "muted", "—": "muted", "0": "ok.soft"}
+
+
 def outcome(rec: CommandRecord) -> tuple[str, str]:
-    """The exit column's text and role: ok, failed, timeout, lost; a stream has no exit."""
-    if rec.note in ("timeout", "lost"):
-        return rec.note, "warn" if rec.note == "timeout" else "fail"
-    if rec.note == "stream":
-        return "stream", "muted"
-    if rec.exit_status is None:
-        return "—", "muted"
-    return str(rec.exit_status), "ok.soft" if rec.exit_status == 0 else "fail"
+    """The exit column's text (the command log's one rule) and role: ok, failed, timeout, lost; a stream
+    has no exit."""
+    label = outcome_label(rec.exit_status, rec.note)
+    return label, OUTCOME_ROLE.get(label, "fail")
 
 
 def shown_line(rec: CommandRecord) -> str:
@@ -116,9 +115,8 @@ class CommandsPane(Pane):
     # ---- the model -----------------------------------------------------------------------------------
 
     def matches(self, rec: CommandRecord) -> bool:
-        needle = self.text.casefold()
-        return ((self.rank is None or rec.rank == self.rank)
-                and (not needle or needle in rec.command.casefold() or needle in rec.origin.casefold()))
+        ranks = () if self.rank is None else (self.rank,)
+        return matches(rec.rank, rec.command, rec.origin, ranks, self.text)
 
     def add(self, rec: CommandRecord) -> None:
         """One more finished command; the table follows it when the cursor was on the last row."""
@@ -224,11 +222,6 @@ class CommandsPane(Pane):
         event.stop()
         self.apply_filter(event.value)
         self.query_one(DataTable).focus()
-
-    @on(Input.Changed, "#commands-filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        event.stop()
-        self.apply_filter(event.value)
 
     def apply_filter(self, text: str) -> None:
         text = text.strip()[:200]
