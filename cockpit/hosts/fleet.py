@@ -65,16 +65,12 @@ class Fleet:
                 listener(rec)
 
     def record_external(self, rank: int, line: str, started: float, duration: float | None,
-                        status: int | None, *, note: str = "interactive", origin: str = "") -> CommandRecord:
+                        status: int | None, *, note: str, origin: str) -> None:
         """Log a session the cockpit ran on a host outside its own connections (an interactive `ssh`):
-        in the command log and to every command listener, like the commands it runs itself."""
-        if rank not in self.hosts:
-            raise KeyError(f"no host has rank {rank}")
-        from cockpit.hosts import origin as asked
-        rec = CommandRecord(rank, line, started, duration, status, note=note,
-                            origin=origin or asked.current())
-        self._recorded(rec)
-        return rec
+        in the command log and to every command listener, like the commands it runs itself (through
+        the host's own recording)."""
+        self.hosts[rank]._record(CommandRecord(rank, line, started, duration, status, note=note,
+                                               origin=origin))
 
     def _status_changed(self, status: HostStatus) -> None:
         for listener in list(self._listeners):

@@ -1,8 +1,9 @@
 """Who asked for a command: the pane or command on whose behalf the hosts layer runs it.
 
 `asking(name)` sets the origin for the code inside it; asyncio tasks copy the context when they are
-created, so tasks started inside inherit it. Where no origin is set, the resolvers registered with
-`add_resolver` are asked (the TUI names the pane whose worker runs the command); unknown stays "".
+created, so tasks started inside inherit it. The resolvers registered with `add_resolver` are asked
+first, and the first non-empty answer wins (the TUI names the pane whose worker runs the command, inside
+the app's own `asking("tui")`); then the origin set; unknown stays "".
 """
 
 from __future__ import annotations
