@@ -357,12 +357,12 @@ def list_sessions(directory: Path | None = None) -> tuple[list[Session], list[st
 
 
 def find_session(which: str, directory: Path | None = None) -> Session | None:
-    """The session named `which`: "last" (the newest), an id, or the start of one id."""
-    sessions, _ = list_sessions(directory)
+    """The session named `which`: "last" (the newest), an id, or the start of one id. A session's file is
+    named by its id, so only the file chosen is read."""
+    files = list(reversed(session_files(directory if directory is not None else sessions_dir())))
     if which == "last":
-        return sessions[0] if sessions else None
-    exact = [s for s in sessions if s.id == which]
-    if exact:
-        return exact[0]
-    begins = [s for s in sessions if s.id.startswith(which)]
-    return begins[0] if len(begins) == 1 else None
+        return next((found for path in files if (found := read_session(path)) is not None), None)
+    ids = {path.name.removesuffix(SUFFIX): path for path in files}
+    begins = [sid for sid in ids if sid.startswith(which)]
+    chosen = which if which in ids else (begins[0] if len(begins) == 1 else None)
+    return None if chosen is None else read_session(ids[chosen])

@@ -158,3 +158,6 @@ def test_reading_skips_foreign_files_and_lines(tmp_path: Path) -> None:
     assert find_session("last", tmp_path).id == log.id          # type: ignore[union-attr]
     assert find_session(log.id[:8], tmp_path).id == log.id      # type: ignore[union-attr]
     assert find_session("nope", tmp_path) is None
+    assert find_session(log.id, tmp_path).id == log.id          # type: ignore[union-attr]
+    assert find_session("0000", tmp_path) is None               # two files begin so: which one?
+    assert find_session("00000000-000000-1", tmp_path) is None  # named, but not a session file
