@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
 
 from cockpit import __version__
-from cockpit.cli.commands import COMMANDS, SUMMARY
+from cockpit.cli.commands import COMMANDS
 from cockpit.cli.common import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -48,16 +48,13 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
     parser.add_argument("--cluster", metavar="NAME", help=CLUSTER_HELP)
     parser.add_argument("--read-only", action="store_true", help=READ_ONLY_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    registered: set[str] = set()
-    for name, (module, _summary) in COMMANDS.items():
-        if name in registered:
-            continue
-        if module in wanted:                # its module registers all of its commands at once
+    done: set[str] = set()
+    for name, (module, summary) in COMMANDS.items():
+        if module not in wanted:
+            sub.add_parser(name, help=summary, add_help=False)
+        elif module not in done:            # its module registers all of its commands at once
             command_module(name).register(sub)
-            registered |= {n for n, (m, _s) in COMMANDS.items() if m == module}
-        else:
-            sub.add_parser(name, help=SUMMARY[name], add_help=False)
-            registered.add(name)
+            done.add(module)
     for child in _subparsers(parser, "--config"):
         child.add_argument("--config", metavar="PATH", action="append", dest="configs_after",
                            default=argparse.SUPPRESS, help="cluster.toml (also accepted before the command)")
@@ -116,14 +113,13 @@ def _choose_config(args: argparse.Namespace) -> None:
 LOCAL_COMMANDS = frozenset({"config", "sim", "history", "serve"})
 
 
-def _command_log(args: argparse.Namespace, argv: Sequence[str] | None) -> AbstractContextManager[object]:
+def _command_log(args: argparse.Namespace, argv: list[str]) -> AbstractContextManager[object]:
     """The session file of this command's host commands, which it asks for under its own name (the
     command log, `cockpit.recipe.history`)."""
     if args.command in LOCAL_COMMANDS:
         return nullcontext()
     from cockpit.recipe.history import session
-    return session(args.command, list(argv if argv is not None else sys.argv[1:]),
-                   getattr(args, "config", None), __version__)
+    return session(args.command, argv, getattr(args, "config", None), __version__)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -134,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     want_json = bool(getattr(args, "json", False))
     try:
         _choose_config(args)
-        with _command_log(args, argv):
+        with _command_log(args, given):
             return int(args.func(args) or EXIT_OK)
     except ConfigError as exc:
         print(exc.render(), file=sys.stderr)
