@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import errno
-import ipaddress
 import shlex
 import sys
 from pathlib import Path
 
 from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import EXIT_USAGE, CliError, load
+from cockpit.loopback import is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -48,15 +48,6 @@ def tui_argv(configs: list[Path], read_only: bool, cluster: str | None = None) -
     if cluster is not None:
         argv += ["--cluster", cluster]
     return [*argv, *(["--read-only"] if read_only else []), "tui"]
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def exposure_warning(host: str, port: int) -> str | None:

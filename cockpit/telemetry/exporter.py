@@ -14,7 +14,6 @@ default; any other bind address is served with a warning on stderr.
 from __future__ import annotations
 
 import errno
-import ipaddress
 import sys
 import threading
 import time
@@ -25,6 +24,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from cockpit.loopback import is_loopback
 from cockpit.telemetry.cluster_stats import ClusterStats, RankStats, stale_after
 from cockpit.telemetry.engine_stats import EngineStatsReading
 
@@ -183,15 +183,6 @@ class StatsCollector(Collector):
 
 class ExporterError(Exception):
     """The endpoint cannot be served (the address is in use, not this machine's, …): one sentence."""
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def bind_warning(host: str, port: int) -> str | None:

@@ -9,9 +9,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from cockpit.loopback import is_loopback
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats, MemoryStats
 from cockpit.telemetry.engine_stats import EngineStatsReading
-from cockpit.telemetry.exporter import ExporterError, MetricsServer, bind_warning, is_loopback
+from cockpit.telemetry.exporter import ExporterError, MetricsServer, bind_warning
 from cockpit.telemetry.gpu import GpuReading
 from cockpit.telemetry.host_sample import GpuApp
 from cockpit.telemetry.rdma import PortStats

@@ -12,7 +12,8 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from cockpit.cli.serve_cmd import exposure_warning, is_loopback, tui_argv, url
+from cockpit.cli.serve_cmd import exposure_warning, tui_argv, url
+from cockpit.loopback import is_loopback
 from cockpit.tui.web.server import CockpitServer, refusal
 
 NAMES = {"localhost", "admin-box"}

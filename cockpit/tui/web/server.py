@@ -23,13 +23,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp_jinja2
-import textual_serve
 from aiohttp import WSCloseCode, web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-STATICS = Path(textual_serve.__file__).resolve().parent / "static"
 MAX_FONT_SIZE = 64
 MAX_SIZE = 1000         # columns or rows a browser may ask for
 STOP_GRACE = 10.0       # seconds a session's TUI gets to quit before it is killed
@@ -72,11 +70,11 @@ class CockpitServer(Server):
     """textual-serve's server with the cockpit's page, quiet logging and the websocket guard."""
 
     def __init__(self, command: str, host: str, port: int, on_ready: Callable[[], None]):
-        super().__init__(command, host=host, port=port, title="r37-cockpit",
-                         statics_path=STATICS, templates_path=TEMPLATES)
+        # textual-serve's own static files (its default statics path): script, stylesheet and font
+        super().__init__(command, host=host, port=port, title="r37-cockpit", templates_path=TEMPLATES)
         self._on_ready = on_ready
         self._names = local_names()
-        self._sessions: dict[web.WebSocketResponse, AppService] = {}
+        self._sessions: set[web.WebSocketResponse] = set()
 
     def initialize_logging(self) -> None:
         handler = logging.StreamHandler(sys.stderr)
@@ -92,10 +90,7 @@ class CockpitServer(Server):
 
     async def handle_index(self, request: web.Request) -> web.Response:
         """The page: relative asset URLs and a websocket URL the page derives from its own address."""
-        try:
-            font_size = min(max(int(request.query.get("fontsize", "16")), 6), MAX_FONT_SIZE)
-        except ValueError:
-            font_size = 16
+        font_size = min(max(to_int(request.query.get("fontsize", "16"), 16), 6), MAX_FONT_SIZE)
         context: dict[str, Any] = {"font_size": font_size, "static_url": "/static/",
                                    "title": self.title}
         return aiohttp_jinja2.render_template("index.html", request, context)
@@ -112,12 +107,12 @@ class CockpitServer(Server):
         websocket = web.WebSocketResponse(heartbeat=15)
         await websocket.prepare(request)
 
-        async def close() -> None:
+        async def close() -> None:  # what AppService calls (it wants no result)
             await websocket.close()
 
         service = AppService(self.command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
                              close=close, download_manager=self.download_manager)
-        self._sessions[websocket] = service
+        self._sessions.add(websocket)
         log.info("browser session from %s", request.remote)
         try:
             await service.start(width, height)
@@ -127,7 +122,7 @@ class CockpitServer(Server):
         except Exception as exc:  # one broken session must not stop the server
             log.warning("browser session from %s failed: %s: %s", request.remote, type(exc).__name__, exc)
         finally:
-            self._sessions.pop(websocket, None)
+            self._sessions.discard(websocket)
             await asyncio.shield(stop_session(service))
             await websocket.close()
             log.info("browser session from %s ended", request.remote)
