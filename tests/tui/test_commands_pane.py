@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 
 from textual.widgets import DataTable, Input, Static
 
@@ -92,3 +93,26 @@ async def test_pane_action_records_name_the_pane(demo_cluster) -> None:
         await pilot.pause()
         assert any(r.origin == "pane:Preflight" for r in app.query_one(CommandsPane).listed)
         await app.ctx.monitor.close()   # no stats round lands on a screen being torn down
+
+
+async def test_at_the_cap_the_oldest_row_leaves_and_the_rest_stay(fixed_config) -> None:  # type: ignore[no-untyped-def]
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(140, 36)) as pilot:
+        app.action_show_pane("commands")
+        await pilot.pause()
+        pane = app.query_one(CommandsPane)
+        pane.records = deque(maxlen=4)
+        table = app.query_one("#commands-table", DataTable)
+        for i in range(6):
+            app.fleet._recorded(rec(i % 4, f"cmd {i}", 1 if i in (0, 4) else 0))
+        await pilot.pause()
+        assert [r.command for r in pane.listed] == ["cmd 2", "cmd 3", "cmd 4", "cmd 5"]
+        assert table.row_count == 4 and table.cursor_row == 3    # still following the newest
+        assert pane.failed == 1                                  # cmd 0 failed and left; cmd 4 failed
+        table.move_cursor(row=1)                                 # on "cmd 3": no longer following
+        app.fleet._recorded(rec(0, "cmd 6"))
+        await pilot.pause()
+        assert [r.command for r in pane.listed] == ["cmd 3", "cmd 4", "cmd 5", "cmd 6"]
+        assert pane.selected() is not None and pane.selected().command == "cmd 3"   # type: ignore[union-attr]
+        pane.rebuild()
+        assert pane.failed == 1 and table.row_count == 4

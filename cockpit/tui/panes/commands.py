@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
+from textual.widgets.data_table import RowKey
 
 from cockpit.hosts import CommandRecord
 from cockpit.hosts.fleet import COMMAND_LOG_CAP
@@ -84,6 +85,8 @@ class CommandsPane(Pane):
         self.rank: int | None = None      # None: every rank
         self.text = ""
         self.listed: list[CommandRecord] = []
+        self.failed = 0                   # of `records` (kept as records come and go)
+        self._keys: list[RowKey] = []     # the table's row of each listed record
         self._stop_listening = lambda: None
 
     def compose(self) -> ComposeResult:
@@ -119,21 +122,25 @@ class CommandsPane(Pane):
         return matches(rec.rank, rec.command, rec.origin, ranks, self.text)
 
     def add(self, rec: CommandRecord) -> None:
-        """One more finished command; the table follows it when the cursor was on the last row."""
-        if len(self.records) == self.records.maxlen:
-            self.records.append(rec)
-            self.rebuild()
-            return
-        self.records.append(rec)
-        if not self.matches(rec):
-            self._show_status()
-            return
+        """One more finished command; the table follows it when the cursor was on the last row. At the
+        cap the oldest record leaves, and its row with it (the rest of the table stays)."""
         table = self.query_one(DataTable)
         following = table.row_count == 0 or table.cursor_row >= table.row_count - 1
-        self.listed.append(rec)
-        table.add_row(*self._cells(rec))
-        if following:
-            table.move_cursor(row=table.row_count - 1)
+        if len(self.records) == self.records.maxlen:
+            oldest = self.records[0]
+            self.failed -= command_failed(oldest.exit_status, oldest.note)
+            if self.listed and self.listed[0] is oldest:
+                del self.listed[0]
+                table.remove_row(self._keys.pop(0))
+                if not following and table.cursor_row > 0:
+                    table.move_cursor(row=table.cursor_row - 1)   # the same command stays selected
+        self.records.append(rec)
+        self.failed += command_failed(rec.exit_status, rec.note)
+        if self.matches(rec):
+            self.listed.append(rec)
+            self._keys.append(table.add_row(*self._cells(rec)))
+            if following:
+                table.move_cursor(row=table.row_count - 1)
         self._show_status()
 
     def rebuild(self) -> None:
@@ -141,8 +148,8 @@ class CommandsPane(Pane):
         table = self.query_one(DataTable)
         table.clear()
         self.listed = [rec for rec in self.records if self.matches(rec)]
-        for rec in self.listed:
-            table.add_row(*self._cells(rec))
+        self._keys = [table.add_row(*self._cells(rec)) for rec in self.listed]
+        self.failed = sum(command_failed(r.exit_status, r.note) for r in self.records)
         if self.listed:
             table.move_cursor(row=len(self.listed) - 1)
         self._show_detail(self.selected())
@@ -189,9 +196,8 @@ class CommandsPane(Pane):
         parts = [Text(count), Text(rank)]
         if self.text:
             parts.append(Text(f"filter: {neutralise(self.text)}", style="warn.soft"))
-        failed = sum(command_failed(r.exit_status, r.note) for r in self.records)
-        if failed:
-            parts.append(Text(f"{failed} failed", style="fail"))
+        if self.failed:
+            parts.append(Text(f"{self.failed} failed", style="fail"))
         self.query_one(StatusLine).show([(parts, " · "), (self.key_hint_parts(), "  ")])
 
     def refresh_view(self) -> None:
