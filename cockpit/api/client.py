@@ -29,8 +29,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Self
 
-import httpx
-
 from cockpit.api import rawstream, sse
 from cockpit.api.apikey import ApiKey, key_from_env
 from cockpit.api.chat import ChatRequest
@@ -45,6 +43,7 @@ from cockpit.api.errors import (
     not_answered_in_time,
     too_large,
 )
+from cockpit.api.httplib import httpx
 from cockpit.api.sse import SseDecoder, SseError, SseTooLarge
 from cockpit.api.status import ApiState, ApiStatus
 from cockpit.api.stream import (

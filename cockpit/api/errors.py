@@ -8,8 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
+from cockpit.api.httplib import httpx
 from cockpit.api.stream import REMEDY_PROTOCOL, ErrorKind, error_message
 from cockpit.safetext import neutralise
 

@@ -54,3 +54,11 @@ def test_each_command_parses_with_only_its_module(name: str) -> None:
     parser = build_parser([name])
     sub = next(a for a in parser._actions if a.dest == "command")
     assert sub.choices[name].add_help                         # the full parser, not the summary
+
+
+def test_the_http_client_imports_httpx_without_its_command_line_client() -> None:
+    # click, pygments and rich.progress were a third of httpx's import, for httpx's own shell command
+    loaded = modules_after("import cockpit.api.client, httpx\nassert callable(httpx.AsyncClient)\n"
+                           "assert sys.modules['httpx._main'] is None")
+    assert "httpx" in loaded
+    assert not {"click", "pygments", "rich.progress", "rich.syntax"} & loaded
