@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-sys.modules.setdefault("httpx._main", None)
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: the documented block
 
 import httpx  # noqa: E402  (after the block above, by design)
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import ModuleType
 
-from cockpit import __version__
+from cockpit import __version__, startup
 from cockpit.cli.commands import COMMANDS
 from cockpit.cli.common import (
     EXIT_INTERNAL,
@@ -130,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     want_json = bool(getattr(args, "json", False))
     try:
         _choose_config(args)
+        if not getattr(args, "tui", False):     # the TUI turns it on once its first frame is drawn
+            startup.end()
         with _command_log(args, given):
             return int(args.func(args) or EXIT_OK)
     except ConfigError as exc:
