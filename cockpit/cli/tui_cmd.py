@@ -14,14 +14,14 @@ from cockpit.config import load_config
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tui", help=SUMMARY["tui"])
-    p.set_defaults(func=run_tui)
+    p.set_defaults(func=run_tui, tui=True)
     d = sub.add_parser("demo", help=SUMMARY["demo"],
                        description="Start the simulated cluster (four hosts unless --hosts; no root needed), "
                                    "open the cockpit on it and stop the cluster when the cockpit exits.")
     d.add_argument("--dir", type=Path, default=None, help="cluster directory (default: a temporary one)")
     d.add_argument("--speed", type=float, default=None, help="boot time compression of the simulated engine")
     add_hosts(d)
-    d.set_defaults(func=run_demo)
+    d.set_defaults(func=run_demo, tui=True)
 
 
 def run_tui(args: argparse.Namespace) -> int:

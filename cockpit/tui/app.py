@@ -8,7 +8,6 @@ command palette, and turns any failed worker into a notification and the pane's 
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -21,6 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import NoActiveWorker, Worker, WorkerState, get_current_worker
 
+from cockpit import startup
 from cockpit.config import ClusterConfig
 from cockpit.config.clusters import ClusterRef, file_identity
 from cockpit.hosts import Fleet, HostStatus
@@ -180,10 +180,10 @@ class CockpitApp(App[None]):
         await self.fleet.close()
 
     def _freeze_startup_objects(self) -> None:
-        """Widgets and modules live as long as the app: keep them out of full GC passes, which otherwise
-        stall the UI ~90 ms every second or so under a log flood (bench/perf/logs.py --gc-freeze)."""
-        gc.collect()
-        gc.freeze()
+        """The first frame is drawn: the start-up is over (`cockpit.startup`). Widgets and modules live as
+        long as the app: frozen, they stay out of full GC passes, which otherwise stall the UI ~90 ms every
+        second or so under a log flood (bench/perf/logs.py --gc-freeze)."""
+        startup.end(freeze=True)
 
     async def on_unmount(self) -> None:
         await self._disconnect()
