@@ -79,6 +79,7 @@ class ShellSession(asyncssh.SSHServerSession):
         self._writable.set()
         self._pending_stdin: list[bytes] = []
         self._stdin_eof = False
+        self._lost = False              # the client went away (before the command may have started)
         self._task: asyncio.Future[None] | None = None
 
     def connection_made(self, chan: asyncssh.SSHServerChannel) -> None:
@@ -118,6 +119,7 @@ class ShellSession(asyncssh.SSHServerSession):
             self._chan.write_stderr(f"bash: {exc}\n".encode())
             self._chan.exit(127)
             return
+        self._hang_up_if_lost()
         for data in self._pending_stdin:
             self._proc.stdin.write(data)  # type: ignore[union-attr]
         if self._stdin_eof:
@@ -155,6 +157,7 @@ class ShellSession(asyncssh.SSHServerSession):
             return
         finally:
             os.close(slave)
+        self._hang_up_if_lost()
         os.set_blocking(master, False)
         self._master = master
         self._start_reading()
@@ -268,9 +271,16 @@ class ShellSession(asyncssh.SSHServerSession):
         self._kill(getattr(signal, f"SIG{signal_name}", signal.SIGTERM))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
         self._writable.set()
         self._stop_reading()
         self._kill(signal.SIGHUP)
+
+    def _hang_up_if_lost(self) -> None:
+        """A client that left while its command was being started: the command gets the hang-up that
+        `connection_lost` could not give it yet (it ran on, unread, for the life of the demo cluster)."""
+        if self._lost:
+            self._kill(signal.SIGHUP)
 
     def _kill(self, sig: int) -> None:
         if self._proc and self._proc.returncode is None:
