@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from exact_wait import wait_exactly
+
 from cockpit.config import ClusterConfig, load_config
 from cockpit.hosts import Fleet
 from cockpit.recipe.checks import CheckResult, PreflightFinished
@@ -41,7 +43,7 @@ def ssh_floor(cluster_dir: Path, cfg: ClusterConfig) -> float:
     start = time.perf_counter()
     argv = ["ssh", "-F", str(cluster_dir / "ssh_config"), "-o", "BatchMode=yes"]
     procs = [subprocess.Popen([*argv, name, "true"], stdin=subprocess.DEVNULL) for name in names]
-    codes = [p.wait(60) for p in procs]
+    codes = [wait_exactly(p, 60) for p in procs]
     elapsed = time.perf_counter() - start
     if any(codes):
         raise SystemExit(f"ssh floor failed: exit codes {codes}")
