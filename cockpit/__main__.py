@@ -8,15 +8,27 @@ import sys
 
 from cockpit import startup
 
+INTERRUPTED = 130
+
 
 def run() -> int:
     startup.begin()
     try:
         from cockpit.cli import main
-        return main()       # main handles Ctrl-C in a command; this, in the imports before it runs
+        code = main()       # main handles Ctrl-C in a command; this, in the imports before it runs
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        code = INTERRUPTED
+    if code == INTERRUPTED:
+        _forget_the_interrupt()
+    return code
+
+
+def _forget_the_interrupt() -> None:
+    """CPython 3.11 marks a Ctrl-C that ended an `exec()`'d string (dataclasses build their methods so:
+    one landing during the imports often does) as unhandled even after it was handled, and `python -m`
+    then ends the process by SIGINT, not with its exit status. Every new `exec()` clears that mark."""
+    exec("pass")
 
 
 if __name__ == "__main__":
