@@ -8,8 +8,6 @@ import sys
 
 from cockpit import startup
 
-INTERRUPTED = 130
-
 
 def run() -> int:
     startup.begin()
@@ -18,16 +16,16 @@ def run() -> int:
         code = main()       # main handles Ctrl-C in a command; this, in the imports before it runs
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        code = INTERRUPTED
-    if code == INTERRUPTED:
-        _forget_the_interrupt()
+        code = 130
+    _forget_handled_interrupts()
     return code
 
 
-def _forget_the_interrupt() -> None:
-    """CPython 3.11 marks a Ctrl-C that ended an `exec()`'d string (dataclasses build their methods so:
-    one landing during the imports often does) as unhandled even after it was handled, and `python -m`
-    then ends the process by SIGINT, not with its exit status. Every new `exec()` clears that mark."""
+def _forget_handled_interrupts() -> None:
+    """The cockpit handles every Ctrl-C itself, so its exit status is the one `run` returns. CPython 3.11
+    marks a Ctrl-C that ended an `exec()`'d string (dataclasses build their methods so: one landing during
+    the imports often does) as unhandled even after it was handled, and `python -m` then ends the process
+    by SIGINT instead. Every new `exec()` clears that mark."""
     exec("pass")
 
 
