@@ -140,6 +140,10 @@ class ClusterWatcher:
                 return False
         if self._needs_lock() and self.timeline.launch_in_progress is None:
             return False
+        v = self.timeline.compute_verdict()
+        if v.state == "down" and v.first_failed is None and any(
+                t.failure is not None and not t.failure.secondary for t in self.timeline.ranks.values()):
+            return False       # who failed first is still being read from the other ranks' logs
         head = min(self.timeline.ranks)
         return self._api_probed or not self.probe_api or self.fleet[head].status.down
 
