@@ -188,7 +188,14 @@ def rm_argv(container_id: str) -> list[str]:
 
 
 def image_id_argv(image: str) -> list[str]:
-    return ["docker", "image", "inspect", image, "--format", "{{.Id}}"]
+    """`docker image inspect` as one JSON object: `.Id` and what tells the image stores apart
+    (`cockpit.recipe.image_identity`)."""
+    return ["docker", "image", "inspect", image, "--format", "{{json .}}"]
+
+
+def archive_ids_argv(archive: str) -> list[str]:
+    """The runtime archive's `index.json` and `manifest.json`, back to back (tar skips the blobs)."""
+    return ["tar", "-xOf", archive, "index.json", "manifest.json"]
 
 
 def worth_following(before: ContainerState | None, now: ContainerState | None) -> bool:
