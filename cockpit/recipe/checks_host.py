@@ -398,7 +398,9 @@ def _container(p: Probe) -> Outcome:
     if owner is not None:
         value += ", started by this cockpit" if owner == "cockpit" else ", not started by this cockpit"
     facts = {"container": asdict(row), "owner": owner}
-    if state is not None and owner == "cockpit" and state.exited:
+    if state is not None and state.start_failed:
+        value += f"; it never started: {state.error}"
+    if state is not None and owner == "cockpit" and state.ended:
         return Outcome(Verdict.FAIL, value,
                        f"a stopped {name} this cockpit started: `r37-cockpit launch --replace-stopped` "
                        "archives its log, then removes that container (by its ID) and launches; inspect it "
