@@ -488,7 +488,9 @@ def parse_docker_info(text: str) -> DockerInfo | None:
     runtimes = d.get("Runtimes")
     errors = [str(e) for e in d.get("ServerErrors") or [] if e]
     if not errors and not _str(d.get("ServerVersion")):
-        errors = _text_lines(text)[:3] or ["docker info: the daemon gave no server information"]
+        said = _text_lines(text)
+        reasons = [line for line in said if not line.upper().startswith("WARNING")]   # e.g. a config warning
+        errors = (reasons or said)[:3] or ["docker info: the daemon gave no server information"]
     return DockerInfo(server_version=_str(d.get("ServerVersion")),
                       runtimes=sorted(runtimes) if isinstance(runtimes, dict) else [],
                       default_runtime=_str(d.get("DefaultRuntime")), root_dir=_str(d.get("DockerRootDir")),

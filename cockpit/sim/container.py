@@ -80,19 +80,6 @@ class LogWriter:
                     out.flush()
 
 
-def catches(pid: int, signum: int) -> bool:
-    """Whether the process has a handler for the signal (`SigCgt` in /proc/PID/status), as the kernel asks
-    of a PID namespace's init before delivering a signal sent from outside."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return False
-
-
 START_FAILED = ("failed to create shim task: OCI runtime create failed: runc create failed: unable to start "
                 "container process: exec: {cmd}: executable file not found in $PATH: unknown")
 
@@ -130,7 +117,7 @@ def run(root: str, cid: str, attach: bool) -> int:
     def forward(signum: int, _frame: object) -> None:
         # The command is PID 1 of its container: the kernel drops a signal PID 1 has no handler for
         # (`docker stop` then waits its timeout and SIGKILLs: exit 137).
-        if catches(child.pid, signum):
+        if _docker.catches(child.pid, signum):
             with contextlib.suppress(ProcessLookupError):
                 child.send_signal(signum)
 

@@ -71,6 +71,14 @@ def test_docker_info_permission_denied_says_so_with_the_docker_group_remedy(
         assert check.evaluate(probe(fixed_config, docker__info=(merged, rc))).verdict is Verdict.UNKNOWN
 
 
+def test_docker_info_reason_skips_the_clis_warnings(fixed_config: ClusterConfig) -> None:
+    """A CLI that cannot read its config file warns first (seen with a login whose home it cannot read)."""
+    warned = ("WARNING: Error loading config file: open /home/x/.docker/config.json: permission denied\n"
+              + sample("info-permission-denied.merged"))
+    out = H.DOCKER.evaluate(probe(fixed_config, docker__info=(warned, 1)))
+    assert out.value.startswith("permission denied while trying") and out.remedy == H.DOCKER_DENIED_REMEDY
+
+
 def test_docker_info_of_a_live_daemon_passes(fixed_config: ClusterConfig) -> None:
     out = H.DOCKER.evaluate(probe(fixed_config, docker__info=(sample("info-json.out"), 0)))
     assert out.verdict is Verdict.PASS and out.value == "Docker 20.10.24+dfsg1"

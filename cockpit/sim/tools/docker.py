@@ -1008,8 +1008,8 @@ def _kill_and_wait(c: dict, grace: float) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if sig == signal.SIGKILL:
                 os.killpg(pid, sig)  # the command leads its own process group (see the shim)
-            else:
-                os.kill(pid, sig)
+            elif _docker.catches(pid, sig):
+                os.kill(pid, sig)    # PID 1 of a container: a signal it does not catch is dropped
         deadline = time.time() + wait
         while time.time() < deadline:
             if not _docker.read_state(cid)["Running"]:
