@@ -14,6 +14,7 @@ import realdocker
 from simcluster import SimCluster
 
 from cockpit import constants as C
+from cockpit.cli.launch_cmd import status_text
 from cockpit.config import ClusterConfig
 from cockpit.envfile import env_for_rank
 from cockpit.hosts import Fleet, Result, command
@@ -107,6 +108,16 @@ async def test_failed_start_is_ours_created_and_replaceable(backend: str, real_d
         assert "the container is created" in tl.failure.cause
         assert "--replace-stopped" in tl.failure.remedy
         assert [r for r in ledger.records()] == [RANK]          # later ranks were not launched
+
+        # a later one-off look (`status`): the rank is failed, its container `created`, started by us
+        report = await L.cluster_status(fleet, cfg, ledger)
+        [rank3] = [r for r in report.ranks if r.rank == RANK]
+        assert rank3.container is not None and rank3.container.status == "created"
+        assert rank3.owner == "cockpit" and rank3.condition == "failed", rank3
+        assert rank3.failure is not None and rank3.failure.label == "container created, never started"
+        assert report.verdict.state == "down" and report.verdict.first_failed == RANK
+        row = next(line for line in status_text(report, cfg).splitlines() if line.lstrip().startswith("3 "))
+        assert " created " in row and " cockpit " in row and " FAILED " in row, row
 
         plan = await plan_replace(fleet, cfg, ledger)
         assert [(i.rank, i.action) for i in plan] == [(0, "none"), (1, "none"), (2, "none"),
