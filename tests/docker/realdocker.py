@@ -65,11 +65,11 @@ def unavailable() -> str | None:
     return None
 
 
-def _mounted_under(path: Path) -> bool:
+def _mounts_under(path: Path) -> list[str]:
     prefix = str(path) + "/"
     with contextlib.suppress(OSError), open("/proc/self/mounts") as f:
-        return any(line.split()[1].startswith(prefix) for line in f if len(line.split()) > 1)
-    return False
+        return [line.split()[1] for line in f if len(line.split()) > 1 and line.split()[1].startswith(prefix)]
+    return []
 
 
 def start() -> RealDocker:
@@ -115,8 +115,7 @@ def start() -> RealDocker:
 
 
 def stop(dk: RealDocker) -> None:
-    """Remove this daemon's containers, stop it (SIGTERM, then SIGKILL) and delete its directory unless
-    something is still mounted under it."""
+    """Remove this daemon's containers, stop it (SIGTERM, then SIGKILL) and delete its directory."""
     with contextlib.suppress(Exception):
         ids = dk.run("ps", "-aq", timeout=30).stdout.split()
         if ids:
@@ -139,5 +138,10 @@ def stop(dk: RealDocker) -> None:
         else:
             continue
         break
-    if not _mounted_under(dk.dir):
+    # dockerd leaves its host network namespace's bind mount (exec/netns/default, nsfs) behind: unmount what
+    # is mounted under this daemon's own directory, deepest first, and delete the directory only when
+    # nothing is mounted there any more
+    for point in sorted(_mounts_under(dk.dir), key=len, reverse=True):
+        subprocess.run(["umount", point], capture_output=True, check=False, timeout=30)
+    if not _mounts_under(dk.dir):
         shutil.rmtree(dk.dir, ignore_errors=True)
