@@ -260,6 +260,7 @@ class Launcher:
             tl = self.watcher.expect_launch(rank)
             cmd = launch_command(self.cfg, rank)
             self._apply(tl.launched(time.time()))
+            prior = self.ledger.records().get(rank)
             self.ledger.begin_launch(rank, self.cfg.cluster.container_name, self.fleet[rank].target)
             try:
                 res = await self.fleet[rank].run(cmd, timeout=LAUNCH_TIMEOUT)
@@ -269,7 +270,7 @@ class Launcher:
                 self._apply(tl.launch_unknown(f"host lost during docker run: {exc}", time.time()))
                 return False
             if not res.ok:
-                await self._launch_failed(rank, tl, cmd.line, res)
+                await self._launch_failed(rank, tl, cmd.line, res, prior.container_id if prior else None)
                 return False
             cid = dk.container_id_from_output(res.stdout)
             if cid is None:
@@ -287,13 +288,26 @@ class Launcher:
             self._apply([RankLaunched(rank, cmd.line, cid, time.time())])
         return True
 
-    async def _launch_failed(self, rank: int, tl: RankTimeline, line: str, res: Result) -> None:
+    async def _launch_failed(self, rank: int, tl: RankTimeline, line: str, res: Result,
+                             prior: str | None) -> None:
         """`docker run` failed. When it printed a container ID, docker created the container before its
         start failed: it is `created`, holds the name, and this cockpit made it — recorded in the ledger, so
         that `launch --replace-stopped` may clear it (never "not started by this cockpit")."""
         name = self.cfg.cluster.container_name
         msg = neutralise(res.stderr.strip() or res.stdout.strip()) or f"exit status {res.exit_status}"
         cid = dk.container_id_from_output(res.stdout)
+        state: ContainerState | None = None
+        conflict = "is already in use by container" in res.stderr     # docker created nothing then
+        if cid is None and "Error response from daemon" in res.stderr and not conflict:
+            # the CLI prints the ID from a goroutine: a start that fails at once may exit before it did.
+            # A container of the name created during this launch is still this launch's (the ledger's
+            # pending launch decides, as for a host lost during docker run, or the watcher already did);
+            # an older one — the one the ledger recorded before this launch, or one not ours — is not.
+            with contextlib.suppress(HostUnavailable, CommandTimeout):
+                state = await inspect_container(self.fleet, rank, name)
+            new = state is not None and state.id != prior
+            if state is not None and new and self.ledger.claim(rank, state.id, state.created_at):
+                cid = state.id
         if cid is None:
             self.ledger.clear_pending(rank)
             self._apply(tl.launch_failed(f"{line}: {msg}",
@@ -303,7 +317,6 @@ class Launcher:
             return
         self.ledger.record(rank, cid, name, self.fleet[rank].target)
         tl.container_id, tl.owner = cid, "cockpit"
-        state: ContainerState | None = None
         with contextlib.suppress(HostUnavailable, CommandTimeout):
             state = await inspect_container(self.fleet, rank, cid)
         status = state.status if state is not None else "created"

@@ -38,6 +38,9 @@ def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def route_docker(cluster: SimCluster, real: realdocker.RealDocker, backend: str) -> None:
     """bin/docker: the real CLI on the test daemon for a host whose root holds `real-docker`, else the
     stand-in (moved to bin/docker-sim)."""
+    ids = real.run("ps", "-aq").stdout.split()          # the test daemon is shared by a worker's tests
+    if ids:
+        real.run("rm", "-f", *ids)
     bin_dir = cluster.dir / "bin"
     (bin_dir / "docker").rename(bin_dir / "docker-sim")
     (bin_dir / "docker").write_text(
@@ -167,3 +170,52 @@ async def test_stop_of_a_pid1_without_handler_is_a_stop_not_a_crash(backend: str
         report = await L.cluster_status(fleet, cfg, ledger)
         [rank3] = [r for r in report.ranks if r.rank == RANK]
         assert rank3.condition == "stopped" and rank3.failure is None and rank3.owner == "cockpit", rank3
+
+
+NODE_NO_ID = """#!/usr/bin/env bash
+# test launcher: docker run's start fails and its stdout (the ID) is lost, as when the CLI exits before its
+# goroutine printed it
+set -uo pipefail
+source "$2"
+docker run -d --name "$CONTAINER_NAME" --network none --gpus all "$IMAGE" sleep 1000 >/dev/null
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_failed_start_without_the_printed_id_is_still_ours(backend: str, real_docker,
+                                                                 fresh_demo_cluster) -> None:
+    """No ID on stdout, docker's error on stderr: the container of the name that this launch created (by
+    the ledger's pending launch) is recorded; a container that was there before never is."""
+    cluster = fresh_demo_cluster
+    cfg = cluster.config
+    name = cfg.cluster.container_name
+    route_docker(cluster, real_docker, backend)
+    if backend == "stand-in":
+        cluster.fault(RANK, "no-nvidia-runtime")
+    ledger = Ledger(cfg)
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        await prepare_rank(fleet, cfg, backend, NODE_NO_ID)
+        launcher = L.Launcher(fleet, cfg, ledger=ledger, poll_interval=0.3)
+        try:
+            assert not await launcher.launch()
+            tl = launcher.timeline[RANK]
+        finally:
+            await launcher.close()
+        state = await L.inspect_container(fleet, RANK, name)
+        assert state is not None and state.start_failed
+        assert ledger.records()[RANK].container_id == state.id
+        assert tl.failure is not None and "but could not start it" in tl.failure.cause
+        assert not ledger.pending()
+
+        # launched again over it: docker refuses the name (no container created), the old one stays ours
+        # and nothing new is adopted
+        again = L.Launcher(fleet, cfg, ledger=ledger, poll_interval=0.3)
+        try:
+            assert not await again.launch()
+            tl = again.timeline[RANK]
+        finally:
+            await again.close()
+        assert ledger.records()[RANK].container_id == state.id and not ledger.pending()
+        assert tl.failure is not None and "but could not start it" not in tl.failure.cause
+        assert "is already in use" in tl.failure.cause
