@@ -370,7 +370,7 @@ def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
     for r in report.ranks:
         c = r.container
         state = c.status if c else "-"
-        exit_ = str(c.exit_code) + (" OOM" if c.oom_killed else "") if c and c.exited else "-"
+        exit_ = str(c.exit_code) + (" OOM" if c.oom_killed else "") if c and c.ended else "-"
         prog = f"{r.progress[0]}/{r.progress[1]}" if r.progress and r.phase is Phase.LOADING else ""
         rows.append([str(r.rank), r.target, r.host, c.short_id if c else "-", state, exit_, r.owner,
                      r.condition.upper() if r.condition in ("failed", "unknown") else r.condition,

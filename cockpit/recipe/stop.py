@@ -124,4 +124,18 @@ async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome
         why = neutralise(res.stderr.strip()) or f"exit status {res.exit_status}"
         return StopOutcome(item.rank, False, why)
     ledger.mark_stopped(item.rank, item.container_id)
-    return StopOutcome(item.rank, True, f"stopped {item.container_id[:12]}")
+    return StopOutcome(item.rank, True, await _how_it_stopped(fleet, item))
+
+
+async def _how_it_stopped(fleet: Fleet, item: StopItem) -> str:
+    """"stopped ID", and when docker had to kill it after its timeout (a PID 1 without a SIGTERM handler,
+    or an engine that did not finish its shutdown in time: exit 137), that it was still this stop."""
+    done = f"stopped {item.container_id[:12]}"
+    try:
+        state = await inspect_container(fleet, item.rank, item.container_id)
+    except (HostUnavailable, CommandTimeout):
+        return done
+    if state is None or not state.exited or state.oom_killed or state.exit_code != 137:
+        return done
+    return (f"{done}: it did not exit on SIGTERM, so docker killed it when its stop timeout ran out "
+            "(exit 137, SIGKILL) — stopped by this cockpit, not a crash")
