@@ -32,7 +32,6 @@ from cockpit.hosts import (
     Result,
     ShellCommand,
     command,
-    read_files,
 )
 from cockpit.hosts.shell import PID_TAG, end_perftest, perftest, streamed
 from cockpit.recipe.containers import ps_argv, ps_named
@@ -277,17 +276,10 @@ async def engine_serving(fleet: Fleet, cfg: ClusterConfig) -> list[int]:
 async def port_rates(fleet: Fleet, cfg: ClusterConfig) -> dict[int, float | None]:
     """The active rate of every rank's first ib_hca port (sysfs `ports/1/rate`), None when unreadable."""
     def cmd(host: Host) -> ShellCommand:
-        return read_files([f"/sys/class/infiniband/{cfg.host(host.rank).ib_hca[0]}/ports/1/rate"])
+        return command(["cat", "--", f"/sys/class/infiniband/{cfg.host(host.rank).ib_hca[0]}/ports/1/rate"])
     results = await fleet.run_all(cmd, timeout=30)
-    out: dict[int, float | None] = {}
-    for rank, res in sorted(results.items()):
-        rate = None
-        if isinstance(res, Result):
-            for line in res.stdout.splitlines():
-                if "\t" in line:
-                    rate = parse_rate(line.split("\t", 1)[1])
-        out[rank] = rate
-    return out
+    return {rank: parse_rate(res.stdout) if isinstance(res, Result) and res.ok else None
+            for rank, res in sorted(results.items())}
 
 
 @dataclass
