@@ -11,7 +11,8 @@ from cockpit.redact import Redactor, scrub_secrets
 @pytest.mark.parametrize("text", [
     "HF_TOKEN=hf_abcdefghijklmnop", "Authorization: Bearer abcdef123456", '"api_key": "zzz-top"',
     "--api-key sk-1234567890abc", "export OPENAI_API_KEY='sk-1234567890abc'", "password: hunter2hunter",
-    "x ghp_abcdefghijklmnopqrstuvwx y", "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----",
+    "x ghp_abcdefghijklmnopqrstuvwx y",
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----",
     "Authorization: Basic dXNlcjpwYXNz", "token=eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4",
 ])
 def test_secrets_are_replaced(text: str) -> None:
