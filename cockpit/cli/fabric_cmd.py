@@ -18,7 +18,6 @@ from cockpit.cli.common import (
     load,
     print_json,
     run_async,
-    table,
     usage_error,
 )
 from cockpit.config import ClusterConfig
@@ -44,42 +43,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def matrix(report_pairs: list[dict[str, object]], ranks: list[int], key: str, fmt: str) -> str:
-    """A rank × rank table of one figure of every pair (server row, client column, and mirrored)."""
-    cells: dict[tuple[int, int], str] = {}
-    for p in report_pairs:
-        s, c = int(p["server"]), int(p["client"])  # type: ignore[call-overload]
-        value = p.get(key)
-        text = fmt.format(value) if isinstance(value, int | float) else str(p["verdict"]).upper()
-        if p["verdict"] == "slow":
-            text += " SLOW"
-        cells[(s, c)] = cells[(c, s)] = text
-    rows = [[f"rank {a}", *[("—" if a == b else cells.get((a, b), "")) for b in ranks]] for a in ranks]
-    return table(rows, ["", *[f"rank {b}" for b in ranks]])
-
-
-def render(data: dict[str, object], ranks: list[int]) -> str:
-    pairs = data["pairs"]
-    assert isinstance(pairs, list)
-    lines = ["bandwidth (Gb/s, ib_write_bw average):", matrix(pairs, ranks, "bw_gbps", "{:.1f}"), "",
-             "latency (µs, ib_write_lat average):", matrix(pairs, ranks, "lat_us", "{:.2f}"), ""]
-    rates = data["rates_gbps"]
-    assert isinstance(rates, dict)
-    lines.append("port active rate: " + ", ".join(
-        f"rank {r} {v:g} Gb/s" if isinstance(v, int | float) else f"rank {r} unknown"
-        for r, v in rates.items()))
-    bad = [p for p in pairs if p["verdict"] != "pass"]
-    for p in bad:
-        lines.append(f"{p['verdict'].upper()} {p['server']}↔{p['client']}: {safe(p['problem'], 300)}")
-    lines.append("")
-    lines.append(("PASSED: " if data["ok"] else "NOT PASSED: ") + safe(data["summary"], 400))
-    if data["remedy"]:
-        lines.append(f"what to do: {safe(data['remedy'], 600)}")
-    return "\n".join(lines)
-
-
 def run(args: argparse.Namespace) -> int:
-    from cockpit.recipe.fabric import choose_pairs, planned_commands
+    from cockpit.recipe.fabric import choose_pairs, fabric_text, planned_commands
     _, cfg = load(args)
     size = args.size if args.size is not None else cfg.fabric.size_bytes
     if not 2 <= size <= 1 << 30:
@@ -97,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
     else:
-        print(render(data, sorted(cfg.ranks)))
+        print(fabric_text(data, sorted(cfg.ranks)))
     return EXIT_OK if data["ok"] else EXIT_FAILURE
 
 

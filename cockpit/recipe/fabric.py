@@ -464,3 +464,49 @@ def last_result(state_dir: Path, cluster: str) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+# ---- text (the CLI and the TUI show the same) ----------------------------------------------------------
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in [header, *rows])
+
+
+def matrix(pairs: Sequence[dict[str, object]], ranks: Sequence[int], key: str, fmt: str) -> str:
+    """A rank × rank table of one figure of every pair (mirrored; SLOW/FAIL where judged so)."""
+    cells: dict[tuple[int, int], str] = {}
+    for p in pairs:
+        s, c = int(str(p["server"])), int(str(p["client"]))
+        value = p.get(key)
+        text = fmt.format(value) if isinstance(value, int | float) else str(p["verdict"]).upper()
+        if p["verdict"] == "slow":
+            text += " SLOW"
+        cells[(s, c)] = cells[(c, s)] = text
+    rows = [[f"rank {a}", *[("—" if a == b else cells.get((a, b), "")) for b in ranks]] for a in ranks]
+    return _table(rows, ["", *[f"rank {b}" for b in ranks]])
+
+
+def fabric_text(data: dict[str, object], ranks: Sequence[int]) -> str:
+    """The matrices of Gb/s and µs, the ports' rates, every pair that is not a pass, the verdict and
+    the remedy (host text neutralised)."""
+    from cockpit.safetext import safe
+    pairs = data["pairs"]
+    assert isinstance(pairs, list)
+    lines = ["bandwidth (Gb/s, ib_write_bw average):", matrix(pairs, ranks, "bw_gbps", "{:.1f}"), "",
+             "latency (µs, ib_write_lat average):", matrix(pairs, ranks, "lat_us", "{:.2f}"), ""]
+    rates = data["rates_gbps"]
+    assert isinstance(rates, dict)
+    lines.append("port active rate: " + ", ".join(
+        f"rank {r} {v:g} Gb/s" if isinstance(v, int | float) else f"rank {r} unknown"
+        for r, v in rates.items()))
+    for p in pairs:
+        if p["verdict"] != "pass":
+            verdict = str(p["verdict"]).upper()
+            lines.append(f"{verdict} {p['server']}↔{p['client']}: {safe(p['problem'], 300)}")
+    lines.append("")
+    lines.append(("PASSED: " if data["ok"] else "NOT PASSED: ") + safe(data["summary"], 400))
+    if data["remedy"]:
+        lines.append(f"what to do: {safe(data['remedy'], 600)}")
+    return "\n".join(lines)
