@@ -24,7 +24,8 @@ def slow_rank_2(cfg: ClusterConfig) -> FabricReport:
                                 LatRow(2, 1000, {"t_avg[usec]": 4.71 if 2 in (s, c) else 1.64}), 200.0,
                                 "pass"))
     judged, rank, summary, remedy = judge(pairs, 0.8)
-    return FabricReport(tuple(judged), {r: 200.0 for r in cfg.ranks}, 1 << 20, 0.0, 12.5, rank, summary, remedy,
+    rates: dict[int, float | None] = {r: 200.0 for r in cfg.ranks}
+    return FabricReport(tuple(judged), rates, 1 << 20, 0.0, 12.5, rank, summary, remedy,
                         cluster=cfg.cluster.name)
 
 
