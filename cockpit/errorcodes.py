@@ -89,8 +89,6 @@ _ALL = [
     ErrorCode("not-ours", "the container was not started by this cockpit", "stop it the way it was started"),
     ErrorCode("fabric-failed", "a pair of ranks failed the fabric test or is slow (ib_write_bw/ib_write_lat)",
               "the test names the slow link and its remedy: cable/port, MTU, GID index, PFC"),
-    ErrorCode("fabric-not-passed", "`[fabric] require_passed` is set and no passed fabric test of this "
-              "cluster is on record", "run `r37-cockpit fabric` and fix what it names, then launch"),
     # the engine's API
     ErrorCode("api-unreachable", "nothing answers on the API (tunnel down or engine not listening)",
               "check the tunnel to rank 0 and that the engine is up"),

@@ -458,6 +458,22 @@ def save_result(state_dir: Path, report: FabricReport) -> Path:
                         overwrite=True)
 
 
+def gate_failure(cfg: ClusterConfig, state_dir: Path) -> str | None:
+    """With `[fabric] require_passed`, why the launch gate refuses (no passed fabric test of this cluster
+    on record, or the last one did not pass); None when it may go on. Counted with the preflight's
+    failures, so `--override-preflight` overrides it like them."""
+    if not cfg.fabric.require_passed:
+        return None
+    last = last_result(state_dir, cfg.cluster.name)
+    if last is None:
+        return ("fabric test: [fabric] require_passed is set and no fabric test of this cluster is on record "
+                "— run `r37-cockpit fabric`")
+    if last.get("ok") is not True:
+        return (f"fabric test: the last one did not pass ({str(last.get('summary', ''))[:200]}) — fix it and "
+                "run `r37-cockpit fabric` again")
+    return None
+
+
 def last_result(state_dir: Path, cluster: str) -> dict[str, object] | None:
     try:
         data = json.loads(result_path(state_dir, cluster).read_text())

@@ -102,3 +102,35 @@ def test_refused_while_the_engine_container_runs_unless_yes(fresh_demo_cluster: 
     assert "the engine runs on rank(s) 1" in res.stderr and "--yes" in res.stderr
     res = fabric(fresh_demo_cluster, "--pairs", "ring", "--json", "--yes")
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_launch_gate_requires_a_passed_fabric_test(fresh_demo_cluster: SimCluster, tmp_path: Path) -> None:
+    demo_cluster = fresh_demo_cluster
+    cfg = demo_cluster.config
+
+    async def prepare() -> None:
+        async with Fleet(cfg) as fleet:
+            assert await fleet.wait_connected(20)
+            await prepare_hosts(fleet, cfg)
+
+    asyncio.run(prepare())
+    toml = tmp_path / "cluster.toml"
+    toml.write_text(demo_cluster.config_path.read_text() + "\n[fabric]\nrequire_passed = true\n")
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cockpit", "--config", str(toml), *args],
+                              capture_output=True, text=True, timeout=240, env=env, stdin=subprocess.DEVNULL)
+
+    res = cli("launch", "--dry-run")
+    assert res.returncode == 3 and "no fabric test of this cluster is on record" in res.stdout + res.stderr
+    demo_cluster.fault(1, "rdma-port-down")
+    try:
+        assert cli("fabric", "--pairs", "ring").returncode == 1
+    finally:
+        demo_cluster.fault(1, "rdma-port-down", on=False)
+    res = cli("launch", "--dry-run")
+    assert res.returncode == 3 and "fabric test: the last one did not pass" in res.stdout + res.stderr
+    assert cli("fabric", "--pairs", "ring").returncode == 0
+    res = cli("launch", "--dry-run")
+    assert "fabric test" not in res.stdout + res.stderr, res.stdout + res.stderr
