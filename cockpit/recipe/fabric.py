@@ -41,6 +41,7 @@ LAT_SIZE = 2                # ib_write_lat's own default message size
 BW_ITERS = 5000
 LAT_ITERS = 1000
 SERVER_START_S = 15.0       # the server must be listening within this long
+SERVER_LINES = 2000         # lines of a server's output kept
 RESULT_FILE = "fabric-last.json"
 MARKER = "R37FABRIC"
 
@@ -299,16 +300,21 @@ async def _run_tool(fleet: Fleet, cfg: ClusterConfig, s: int, c: int, tool: str,
     pid: int | None = None
     ready = asyncio.Event()
 
+    lost: list[str] = []
+
     async def serve() -> None:
         nonlocal pid
         try:
             async for line in fleet[s].stream(streamed(server_cmd, MARKER)):
-                lines.append(line)
+                if len(lines) < SERVER_LINES:           # a server that floods its output is cut here
+                    lines.append(line)
                 if line.startswith(PID_TAG + " "):
                     with contextlib.suppress(ValueError):
                         pid = int(line.split()[1])
                 if "Waiting for client to connect" in line:
                     ready.set()
+        except HostUnavailable as exc:
+            lost.append(str(exc))
         finally:
             ready.set()
 
@@ -317,6 +323,10 @@ async def _run_tool(fleet: Fleet, cfg: ClusterConfig, s: int, c: int, tool: str,
     try:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ready.wait(), SERVER_START_S)
+        if lost:
+            return _Run(False, lost[0], Failure(f"rank {s} was lost: {lost[0][:200]}", s,
+                                                f"rank {s}'s host does not answer: see pane 1 (Hosts), then "
+                                                "run the test again"), commands)
         if task.done() or not any("Waiting for client" in ln for ln in lines):
             text = "\n".join(ln for ln in lines if not ln.startswith((PID_TAG, MARKER)))
             with contextlib.suppress(Exception):

@@ -135,3 +135,15 @@ def test_launch_gate_requires_a_passed_fabric_test(fresh_demo_cluster: SimCluste
     assert res.returncode == 3 and "fabric test: the last one did not pass" in res.stdout + res.stderr
     assert cli("fabric", "--pairs", "ring").returncode == 0
     assert gate_failure(load_config(toml), tmp_path / "state" / "r37-cockpit") is None   # a pass opens it
+
+
+def test_a_host_that_is_down_is_named_before_anything_runs(demo_cluster: SimCluster) -> None:
+    demo_cluster.fault(3, "host-down")
+    try:
+        res = fabric(demo_cluster, "--json")
+    finally:
+        demo_cluster.fault(3, "host-down", on=False)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert json.loads(res.stdout)["error"]["code"] == "host-unreachable"
+    assert "rank(s) 3 not connected" in res.stderr and "Traceback" not in res.stderr
+    assert perftest_processes() == []
