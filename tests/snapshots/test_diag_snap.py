@@ -73,3 +73,21 @@ def test_report_confirm(snap_compare, fixed_config: ClusterConfig, size: str, mo
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZES[size], run_before=before)
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_fabric_refused_while_the_engine_serves(snap_compare, fixed_config: ClusterConfig, size: str) -> None:
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        app.theme = "cockpit-dark"
+        await pilot.press("2")
+        await pilot.press("f")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, FabricScreen)
+        screen.show_refused([0, 1, 2, 3])
+        await pilot.pause()
+        assert screen.check_action("run_anyway", ()) and not screen.check_action("run", ())
+
+    assert snap_compare(app, terminal_size=SIZES[size], run_before=before)

@@ -89,14 +89,14 @@ class FabricScreen(ModalScreen[FabricReport | None]):
 
     def body(self) -> Text:
         text = Text()
+        if self.state == "refused":             # first: seen without scrolling
+            text.append(f"The engine runs on rank(s) {', '.join(map(str, self.serving))}: the test would "
+                        "compete with its traffic and its figures would be wrong.\n\n", style="warn")
         if self.state in ("plan", "refused"):
             text.append(f"{len(self.pairs)} pair(s) ({self.mode}), one at a time; each side under `timeout "
                         f"{self.config.fabric.timeout_s:g}`, the server ended by its pid at the end:\n\n")
             for line in planned_commands(self.config, self.pairs, self.msg_size):
                 text.append(f"{neutralise(line)}\n", style="muted")
-            if self.state == "refused":
-                text.append(f"\nThe engine runs on rank(s) {', '.join(map(str, self.serving))}: the test "
-                            "would compete with its traffic and its figures would be wrong.\n", style="warn")
         elif self.state == "running":
             text.append(f"running {len(self.progress)}/{len(self.pairs)} …\n\n")
             for p in self.progress:
