@@ -33,6 +33,8 @@ DESCRIPTIONS: dict[str, str] = {
     "traceback-on-stop": "the engine prints a Python traceback while it shuts down on SIGTERM (still exit 0)",
     "lost-during-run": "docker run starts the container, then the host vanishes (host-down) before answering",
     "host-down": "the host vanishes: SSH refused/unreachable (handled by the demo server and the lab)",
+    "slow-docker": 'a busy host: docker inspect answers late and docker logs lags its log by that long '
+                   '(params: {"delay_s": N}, default 8)',
     "fabric-degraded": 'ib_write_bw/ib_write_lat through ib_hca run at a lower rate (params: {"gbps": N}, '
                        'default 50) and a higher latency: a bad cable, port or PFC',
 }

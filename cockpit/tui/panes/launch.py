@@ -48,7 +48,7 @@ SHORT = 30              # a pane fewer rows high than this compacts the timeline
 
 VERDICT_STYLE = {"idle": "muted", "launching": "warn.soft", "ready": "ok", "down": "alarm",
                  "host-lost": "fail", "unknown": "unknown", "hung": "alarm", "stopped": "bold",
-                 "stopping": "warn.soft"}
+                 "stopping": "warn.soft", "incomplete": "fail"}
 
 
 class LaunchPane(Pane):
@@ -249,7 +249,7 @@ class LaunchPane(Pane):
     @work(exclusive=True, group="launch-dry", exit_on_error=False)
     async def _dry_run_worker(self) -> None:
         runs = await L.dry_run(self.ctx.fleet, self.cfg)
-        gate = await self._gate(replace=False, fresh_preflight=False)
+        gate = await self._gate(replace=False, fresh_preflight=True)   # never a stale preflight's verdict
         self.post_message(DryRunDone(runs, gate))
         self.note("dry run done" if all(d.ok for d in runs.values()) and gate.open
                   else "dry run: see the problems below", "muted")
@@ -390,7 +390,8 @@ class LaunchPane(Pane):
     async def _stop_worker(self, plan: list[StopItem]) -> None:
         try:
             async with ClusterLock(self.ctx.fleet, self.cfg, "stop"):
-                outcomes = await execute_stop(self.ctx.fleet, plan, self.ctx.watcher.ledger)
+                outcomes = await execute_stop(self.ctx.fleet, plan, self.ctx.watcher.ledger,
+                                              noted=self.ctx.watcher.expect_stop)
         except LockError as exc:
             self.note(f"stop {exc}", "fail")
             return
