@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "smoke": ("chat_cmd", "run the recipe's smoke test against the API"),
     "bench": ("bench_cmd", "benchmark the deployment by the card's method"),
     "stats": ("stats_cmd", "GPU, memory, RDMA and engine stats of every rank, and their alerts"),
+    "fabric": ("fabric_cmd", "test the RDMA fabric between ranks with perftest (bandwidth and latency)"),
+    "report": ("report_cmd", "write a redacted support bundle (tar.gz) for a bug report"),
     "history": ("history_cmd", "the commands past cockpit sessions ran on the hosts"),
     "sim": ("sim_cmd", "start, stop and break the simulated GB10 cluster"),
     "serve": ("serve_cmd", "serve the cockpit in a web browser (on 127.0.0.1 by default)"),

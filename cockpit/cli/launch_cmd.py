@@ -213,8 +213,11 @@ def live_emitter(args: argparse.Namespace, block: LiveBlock, t0: float) -> Calla
 
 async def preflight_gate(fleet: Fleet, cfg: ClusterConfig) -> tuple[list[str], str]:
     """Failures of the preflight that must pass before a launch, and which preflight ran."""
+    from cockpit.locations import state_dir
+    from cockpit.recipe.fabric import gate_failure
     final = await preflight_results(fleet, cfg)
-    return L.preflight_failures(final.results), "full preflight"
+    fabric = gate_failure(cfg, state_dir())      # [fabric] require_passed
+    return L.preflight_failures(final.results) + ([fabric] if fabric else []), "full preflight"
 
 
 # ---- launch -------------------------------------------------------------------------------------------

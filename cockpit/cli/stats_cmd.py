@@ -42,6 +42,7 @@ from cockpit.recipe.watch import ClusterWatcher
 from cockpit.safetext import safe
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats, RankStats
 from cockpit.telemetry.exporter import ExporterError, MetricsServer
+from cockpit.telemetry.notify import notifier_for
 from cockpit.telemetry.stats_json import stats_dict
 
 GIB = 1 << 30
@@ -332,12 +333,24 @@ async def _watch(args: argparse.Namespace, cfg: ClusterConfig, interval: float, 
                 printer = Watcher(args, monitor.stats, {r: fleet[r].target for r in cfg.ranks})
                 ticked = asyncio.Event()
                 monitor.subscribe(ticked.set)
-                printer.emit()
-                while not stop.is_set():
-                    ticked.clear()
-                    await _until(stop, ticked.wait())
-                    if not stop.is_set():
-                        printer.emit()
+                notifier = notifier_for(cfg.alerts, cfg.cluster.name)
+                if notifier is not None:        # [alerts] command: every alert raised or cleared
+                    notifier.start()
+                    def judged() -> None:
+                        notifier.observe(monitor.stats.alerts)
+                    monitor.subscribe(judged)
+                    judged()
+                try:
+                    printer.emit()
+                    while not stop.is_set():
+                        ticked.clear()
+                        await _until(stop, ticked.wait())
+                        if not stop.is_set():
+                            printer.emit()
+                finally:
+                    if notifier is not None:
+                        await notifier.drain(min(5.0, notifier.timeout_s + 1))
+                        await notifier.close()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

@@ -37,6 +37,8 @@ DESCRIPTIONS: dict[str, str] = {
     "host-down": "the host vanishes: SSH refused/unreachable (handled by the demo server and the lab)",
     "slow-docker": 'a busy host: docker inspect answers late and docker logs lags its log by that long '
                    '(params: {"delay_s": N}, default 8)',
+    "fabric-degraded": 'ib_write_bw/ib_write_lat through ib_hca run at a lower rate (params: {"gbps": N}, '
+                       'default 50) and a higher latency: a bad cable, port or PFC',
 }
 assert set(DESCRIPTIONS) == set(layout.FAULTS), "every fault needs a description"
 

@@ -29,6 +29,7 @@ from cockpit.locations import user_themes_dir
 from cockpit.recipe import history
 from cockpit.recipe.timeline import ApiChanged
 from cockpit.safetext import neutralise, safe
+from cockpit.telemetry.notify import AlertNotifier, notifier_for
 from cockpit.tui import uistate
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.dialogs import Confirm, KeyMapScreen
@@ -127,6 +128,7 @@ class CockpitApp(App[None]):
         for theme in self.themes.themes.values():
             self.register_theme(theme.textual)
         self._roles_pushed = False
+        self._notifier: AlertNotifier | None = None
         self.theme = DEFAULT_THEME
 
     def compose(self) -> ComposeResult:
@@ -171,10 +173,22 @@ class CockpitApp(App[None]):
         with asking("watcher"):
             self.ctx.watcher.start()
         self.ctx.monitor.subscribe(stats)
+        notifier = self._notifier = notifier_for(self.config.alerts, self.config.cluster.name)
+        if notifier is not None:        # [alerts] command: every alert raised or cleared, off the UI's path
+            monitor = self.ctx.monitor
+            notifier.start()
+
+            def judged() -> None:
+                notifier.observe(monitor.stats.alerts)
+
+            monitor.subscribe(judged)
         with asking("stats sampler"):
             self.ctx.monitor.start()
 
     async def _disconnect(self) -> None:
+        if self._notifier is not None:
+            await self._notifier.close()
+            self._notifier = None
         await self.ctx.monitor.close()
         await self.ctx.watcher.close()
         await self.fleet.close()

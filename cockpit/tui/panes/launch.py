@@ -270,7 +270,10 @@ class LaunchPane(Pane):
             summary = self.ctx.preflight
         if summary is None:
             return ["preflight has not run yet (pane 2)"]
-        return L.preflight_failures(summary.results)
+        from cockpit.locations import state_dir
+        from cockpit.recipe.fabric import gate_failure
+        fabric = gate_failure(self.cfg, state_dir())      # [fabric] require_passed
+        return L.preflight_failures(summary.results) + ([fabric] if fabric else [])
 
     def action_launch(self) -> None:
         self._ask_gate(replace=False)

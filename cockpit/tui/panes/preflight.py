@@ -82,6 +82,7 @@ class PreflightPane(Pane):
         Binding("c", "rerun_check", "Re-run check", id="preflight.rerun_check"),
         Binding("h", "rerun_host", "Re-run host", id="preflight.rerun_host"),
         Binding("enter", "detail", "Detail", id="preflight.detail"),
+        Binding("f", "fabric", "Fabric test", id="preflight.fabric", show=False),   # and the palette
     ]
     DEFAULT_CSS = """
     PreflightPane #preflight-table { height: 1fr; }
@@ -261,6 +262,12 @@ class PreflightPane(Pane):
             return
         results = [self.results[(row.check, r)] for r in row.ranks]
         self.app.push_screen(Detail(detail_text(row, results, self.ctx.config_path), id="preflight-detail"))
+
+    def action_fabric(self) -> None:
+        """The fabric test dialog: the perftest commands first, run on Enter (`r37-cockpit fabric`)."""
+        from cockpit.locations import state_dir
+        from cockpit.tui.dialogs.fabric import FabricScreen
+        self.app.push_screen(FabricScreen(self.ctx.config, self.ctx.fleet, state_dir=state_dir()))
 
     def start(self, only: list[str] | None = None, ranks: list[int] | None = None) -> None:
         """Run (part of) the preflight in a worker; results of other checks/ranks stay as they were."""
