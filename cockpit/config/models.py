@@ -144,6 +144,16 @@ class StatsSection(Strict):
     kv_cache_alert_pct: Annotated[float, float_range(0, 100, "percent")] = 95.0
 
 
+class RecorderSection(Strict):
+    """The flight recorder (`cockpit.telemetry.recorder`): one SQLite database per cluster under the state
+    directory, and how long the command log keeps host-changing sessions."""
+
+    enabled: bool = True
+    # oldest first: rows older than this many days go, and the oldest go while the file is over max_mb
+    retention_days: Annotated[int, int_range(1, 3650, "retention days")] = 30
+    max_mb: Annotated[int, int_range(1, 1_000_000, "max MB")] = 500
+
+
 class HostEntry(Strict):
     rank: Annotated[int, int_range(0, None, "rank")]
     ssh: Annotated[str, AfterValidator(ssh_target)]
@@ -177,6 +187,7 @@ class ClusterConfig(Strict):
     ui: UISection = Field(default_factory=UISection)
     engine: EngineSection = Field(default_factory=EngineSection)
     stats: StatsSection = Field(default_factory=StatsSection)
+    recorder: RecorderSection = Field(default_factory=RecorderSection)
     hosts: list[HostEntry]
 
     @model_validator(mode="after")

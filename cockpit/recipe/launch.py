@@ -22,6 +22,7 @@ from cockpit.recipe.checks import CheckResult, Verdict
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.phases import Phase
+from cockpit.recipe.recording import note_action
 from cockpit.recipe.replace import ReplaceItem, plan_replace, refused
 from cockpit.recipe.timeline import ClusterTimeline, ClusterVerdict, Failure, LaunchEvent, Owner, RankLaunched
 from cockpit.recipe.watch import NO_ENGINE, ClusterWatcher
@@ -263,6 +264,8 @@ class Launcher:
                                              "check docker on that host", time.time()))
                 return False
             self.ledger.record(rank, cid, self.cfg.cluster.container_name, self.fleet[rank].target)
+            note_action(self.cfg, "launch", f"rank {rank}: launched container {cid[:12]}", rank=rank,
+                        data={"container_id": cid, "target": self.fleet[rank].target})
             tl.container_id, tl.owner = cid, "cockpit"
             self.booting[rank] = cid
             self._apply([RankLaunched(rank, cmd.line, cid, time.time())])

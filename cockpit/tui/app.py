@@ -8,6 +8,8 @@ command palette, and turns any failed worker into a notification and the pane's 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -27,6 +29,7 @@ from cockpit.hosts import Fleet, HostStatus
 from cockpit.hosts.origin import add_resolver, asking
 from cockpit.locations import user_themes_dir
 from cockpit.recipe import history
+from cockpit.recipe.recording import Recording, recording_for
 from cockpit.recipe.timeline import ApiChanged
 from cockpit.safetext import neutralise, safe
 from cockpit.tui import uistate
@@ -120,6 +123,7 @@ class CockpitApp(App[None]):
         self.clusters = list(clusters)      # every cluster `C` can switch to (this one among them)
         self._active = self._index_of(config_path)
         self.generation = 0                 # +1 per switch: messages of the cluster before are dropped
+        self.recording: Recording | None = None   # the flight recorder of the open cluster, while connected
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
         self.keymap: dict[str, str] = dict(config.ui.keymap or {})
@@ -173,10 +177,23 @@ class CockpitApp(App[None]):
         self.ctx.monitor.subscribe(stats)
         with asking("stats sampler"):
             self.ctx.monitor.start()
+        self.recording = recording_for(self.ctx.config, "tui", self._recording_warning)
+        if self.recording is not None:
+            self.recording.attach_watcher(self.ctx.watcher)
+            self.recording.attach_monitor(self.ctx.monitor)
+
+    def _recording_warning(self, message: str) -> None:
+        """A warning of the recorder's writer thread (set aside, cannot write), as a notification."""
+        with contextlib.suppress(Exception):
+            self.call_from_thread(self.notify, safe(message, 600), title="recording", severity="warning",
+                                  timeout=30)
 
     async def _disconnect(self) -> None:
         await self.ctx.monitor.close()
         await self.ctx.watcher.close()
+        if self.recording is not None:
+            recording, self.recording = self.recording, None
+            await asyncio.to_thread(recording.close)
         await self.fleet.close()
 
     def _freeze_startup_objects(self) -> None:
