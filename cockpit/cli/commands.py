@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench_cmd", "benchmark the deployment by the card's method"),
     "stats": ("stats_cmd", "GPU, memory, RDMA and engine stats of every rank, and their alerts"),
     "history": ("history_cmd", "the commands past cockpit sessions ran on the hosts"),
+    "events": ("events_cmd", "what happened to the cluster, in order, from its recording"),
     "sim": ("sim_cmd", "start, stop and break the simulated GB10 cluster"),
     "serve": ("serve_cmd", "serve the cockpit in a web browser (on 127.0.0.1 by default)"),
     "ssh": ("ssh_cmd", "open a shell on a host (or in its container) with the cockpit's SSH settings"),

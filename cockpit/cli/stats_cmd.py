@@ -38,6 +38,7 @@ from cockpit.config import ClusterConfig, split_listen
 from cockpit.config.models import STATS_INTERVAL_S
 from cockpit.hosts import Fleet
 from cockpit.recipe.monitor import StatsMonitor
+from cockpit.recipe.recording import recorded
 from cockpit.recipe.watch import ClusterWatcher
 from cockpit.safetext import safe
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats, RankStats
@@ -313,7 +314,7 @@ async def _watch(args: argparse.Namespace, cfg: ClusterConfig, interval: float, 
         loop.add_signal_handler(sig, stop.set)
     try:
         async with _sampling(cfg, interval) as (fleet, watcher, monitor):
-            with _serving(monitor.stats, listen):
+            with _serving(monitor.stats, listen), recorded(cfg, "stats --watch", watcher, monitor):
                 await _until(stop, _start(fleet, cfg, watcher, monitor, timeout))
                 if stop.is_set():
                     return EXIT_OK

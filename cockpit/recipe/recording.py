@@ -24,7 +24,7 @@ import atexit
 import contextlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ from cockpit.recipe.ledger import cluster_key
 from cockpit.recipe.lock import local_host, local_user
 from cockpit.safetext import clip
 from cockpit.telemetry.cluster_stats import ENGINE_SERIES, RANK_SERIES, Alert, History
-from cockpit.telemetry.recorder import MAX_TEXT, Recorder, Retention, recording_path
+from cockpit.telemetry.recorder import MAX_TEXT, Event, Recorder, Retention, recording_path
 
 if TYPE_CHECKING:
     from cockpit.recipe.monitor import StatsMonitor
@@ -255,3 +255,60 @@ def recording_for(cfg: ClusterConfig, command: str, on_warning: Warn | None = No
     if not cfg.recorder.enabled:
         return None
     return Recording(cfg, on_warning=on_warning or _stderr, command=command).start()
+
+
+@contextlib.contextmanager
+def recorded(cfg: ClusterConfig, command: str, watcher: ClusterWatcher | None = None,
+             monitor: StatsMonitor | None = None) -> Iterator[Recording | None]:
+    """Record what `watcher` and `monitor` see while the block runs (nothing when disabled)."""
+    rec = recording_for(cfg, command)
+    if rec is not None:
+        if watcher is not None:
+            rec.attach_watcher(watcher)
+        if monitor is not None:
+            rec.attach_monitor(monitor)
+    try:
+        yield rec
+    finally:
+        if rec is not None:
+            rec.close()
+
+
+# ---- reading back: the incident timeline -----------------------------------------------------------------
+
+INCIDENT_KINDS = ("verdict", "condition", "failure", "host-lost", "host-back", "api", "engine", "stopped",
+                  "unknown", "alert-raised", "alert-cleared", "launch", "stop", "relaunch", "bench",
+                  "recorder", "phase")
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
+
+
+def parse_when(text: str, now: float | None = None) -> float:
+    """A time given on the command line: `15m` / `2h` / `3d` / `90s` ago, `HH:MM[:SS]` today (local),
+    `YYYY-MM-DD[ HH:MM[:SS]]` or with a `T` (local), or seconds since the epoch. ValueError otherwise."""
+    now = time.time() if now is None else now
+    t = text.strip()
+    if len(t) >= 2 and t[-1] in _UNITS and t[:-1].replace(".", "", 1).isdigit():
+        return now - float(t[:-1]) * _UNITS[t[-1]]
+    with contextlib.suppress(ValueError):
+        value = float(t)
+        if value > 1e8:
+            return value
+    for fmt in ("%H:%M", "%H:%M:%S"):
+        with contextlib.suppress(ValueError):
+            clock = time.strptime(t, fmt)
+            day = time.localtime(now)
+            return time.mktime((day.tm_year, day.tm_mon, day.tm_mday, clock.tm_hour, clock.tm_min,
+                                clock.tm_sec, 0, 0, -1))
+    for fmt in ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"):
+        with contextlib.suppress(ValueError):
+            return time.mktime(time.strptime(t, fmt))
+    raise ValueError(f"{text!r} is not a time: give 15m, 2h or 3d (ago), HH:MM (today), "
+                     "YYYY-MM-DD[ HH:MM[:SS]] or seconds since the epoch")
+
+
+def event_line(e: Event, day: bool = True) -> str:
+    """One event as a line of text (not neutralised: the caller prints it safely)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S" if day else "%H:%M:%S", time.localtime(e.t))
+    rank = "—" if e.rank is None else str(e.rank)
+    return f"{stamp}  {rank:>2}  {e.kind:<13} {e.summary}"
