@@ -3,7 +3,8 @@
 What is recorded (`recipe.recording` turns the live models into rows): every stats sample per rank
 (`samples`), rank 0's engine figures (`engine`), and what happened (`events`: verdict and condition
 changes with their cause, failures, hosts lost and back, alerts raised and cleared, launch / stop /
-relaunch with who asked, bench runs with the path of their records).
+relaunch with who asked, bench runs with the path of their records). An event already recorded (the same
+time, kind, rank and summary: a log tail read again by the next watcher) is not written twice.
 
 - One writer: a thread of its own with a bounded queue. `put` never blocks the caller (the event loop):
   a full queue drops the row and counts it (`dropped`, noted in the recording when there is room).
@@ -61,12 +62,14 @@ _SCHEMA = (
     "CREATE INDEX engine_t ON engine (t)",
     "CREATE TABLE events (id INTEGER PRIMARY KEY, t REAL NOT NULL, kind TEXT NOT NULL, rank INTEGER, "
     "summary TEXT NOT NULL, data TEXT)",
-    "CREATE INDEX events_t ON events (t)",
+    # one fact once: a log tail read again by the next watcher replays its phases and failures at the
+    # times the log gave them, and those rows are not written twice
+    "CREATE UNIQUE INDEX events_key ON events (t, kind, ifnull(rank, -1), summary)",
 )
 _INSERT = {
     "s": "INSERT INTO samples VALUES (" + ", ".join("?" * (2 + len(SAMPLE_COLUMNS))) + ")",
     "e": "INSERT INTO engine VALUES (" + ", ".join("?" * (1 + len(ENGINE_COLUMNS))) + ")",
-    "v": "INSERT INTO events (t, kind, rank, summary, data) VALUES (?, ?, ?, ?, ?)",
+    "v": "INSERT OR IGNORE INTO events (t, kind, rank, summary, data) VALUES (?, ?, ?, ?, ?)",
 }
 TABLES = ("samples", "engine", "events")
 

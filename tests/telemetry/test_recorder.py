@@ -242,3 +242,19 @@ def test_a_full_disk_is_a_warning_and_recording_goes_on(tmp_path: Path) -> None:
     warned, written, dropped = map(int, counts.split())
     assert warned >= 1 and first.startswith("write-failed") and dropped > 0 and written > 0
     assert _count(path, "events") >= 1           # what was committed before the disk filled is readable
+
+
+def test_an_event_replayed_from_a_log_tail_is_written_once(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite3"
+    t0 = time.time() - 100
+    for _ in range(2):                              # two watchers, one after the other, read one log tail
+        rec = Recorder(path).start()
+        rec.put_event(t0, "phase", "rank 2: loading weights", rank=2)
+        rec.put_event(t0, "phase", "rank 2: loading weights", rank=2)
+        rec.put_event(t0 + 1, "verdict", "cluster ready")
+        rec.put_event(t0 + 1, "verdict", "cluster ready")
+        rec.close()
+    con = open_for_reading(path)
+    rows = con.execute("SELECT kind FROM events WHERE kind != 'recorder' ORDER BY t").fetchall()
+    con.close()
+    assert rows == [("phase",), ("verdict",)]
