@@ -102,7 +102,7 @@ async def test_launch_watch_stop_status_are_recorded_and_events_tells_them_in_or
     ranked = json.loads(cli(cluster, "events", "--rank", "2", "--json").stdout)["events"]
     assert ranked and {e["rank"] for e in ranked} <= {2, None} and any(e["rank"] == 2 for e in ranked)
     text = cli(cluster, "events", "--since", "1h")
-    assert text.returncode == 0 and f"launched container" in text.stdout and "\x1b" not in text.stdout
+    assert text.returncode == 0 and "launched container" in text.stdout and "\x1b" not in text.stdout
     assert len(text.stdout.splitlines()) == len(events)
     empty = cli(cluster, "events", "--until", "2001-01-01")
     assert empty.returncode == 0 and "no event recorded in that range" in empty.stdout
