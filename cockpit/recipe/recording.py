@@ -36,7 +36,7 @@ from cockpit.recipe.history import redact
 from cockpit.recipe.ledger import cluster_key
 from cockpit.recipe.lock import local_host, local_user
 from cockpit.safetext import clip
-from cockpit.telemetry.cluster_stats import ENGINE_SERIES, RANK_SERIES, Alert, History
+from cockpit.telemetry.cluster_stats import ENGINE_SERIES, RANK_SERIES, Alert, ClusterStats, History
 from cockpit.telemetry.recorder import MAX_TEXT, Event, Recorder, Retention, recording_path
 
 if TYPE_CHECKING:
@@ -171,7 +171,10 @@ class Recording:
         monitor.subscribe(lambda: self.on_judged(monitor))
 
     def on_judged(self, monitor: StatsMonitor) -> None:
-        stats = monitor.stats
+        self.record_stats(monitor.stats)
+
+    def record_stats(self, stats: ClusterStats) -> None:
+        """The points of every rank and of the engine not recorded yet, and the alerts' changes."""
         for rank, history in stats.history.items():
             last = self._sampled.get(rank, 0.0)
             for at, values in _new_points(history, last, RANK_SERIES):

@@ -448,9 +448,10 @@ class Recorder:
 
 def read_events(path: Path, *, since: float | None = None, until: float | None = None,
                 rank: int | None = None, kinds: Iterable[str] | None = None,
-                limit: int = 100_000) -> list[Event]:
+                limit: int = 100_000, newest: bool = False) -> list[Event]:
     """Recorded events in time order (then in the order they were written), within [since, until];
-    `rank`: that rank's events and the cluster's own (rank NULL)."""
+    `rank`: that rank's events and the cluster's own (rank NULL). At most `limit`: the oldest, or with
+    `newest` the newest ones (still returned oldest first)."""
     where: list[str] = ["1 = 1"]
     args: list[object] = []
     if since is not None:
@@ -468,8 +469,11 @@ def read_events(path: Path, *, since: float | None = None, until: float | None =
         args += wanted
     con = open_for_reading(path)
     try:
+        order = "t DESC, id DESC" if newest else "t, id"
         rows = con.execute(f"SELECT id, t, kind, rank, summary, data FROM events WHERE {' AND '.join(where)} "
-                           "ORDER BY t, id LIMIT ?", (*args, limit)).fetchall()
+                           f"ORDER BY {order} LIMIT ?", (*args, limit)).fetchall()
+        if newest:
+            rows.reverse()
     except sqlite3.DatabaseError as exc:
         raise RecordingUnreadable(str(exc)) from None
     finally:

@@ -29,12 +29,12 @@ from cockpit.hosts import Fleet, HostStatus
 from cockpit.hosts.origin import add_resolver, asking
 from cockpit.locations import user_themes_dir
 from cockpit.recipe import history
-from cockpit.recipe.recording import Recording, recording_for
+from cockpit.recipe.recording import Recording, path_for, recording_for
 from cockpit.recipe.timeline import ApiChanged
 from cockpit.safetext import neutralise, safe
 from cockpit.tui import uistate
 from cockpit.tui.context import CockpitContext
-from cockpit.tui.dialogs import Confirm, KeyMapScreen
+from cockpit.tui.dialogs import Confirm, EventsScreen, KeyMapScreen
 from cockpit.tui.dialogs.clusters import ClusterPicker
 from cockpit.tui.header import ClusterHeader
 from cockpit.tui.keys import action_name, current_bindings
@@ -109,6 +109,7 @@ class CockpitApp(App[None]):
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "keys", "Keys", id="app.keys", key_display="?"),
         Binding("C", "clusters", "Clusters", id="app.clusters"),
+        Binding("E", "events", "Events", id="app.events", show=False),
         *_pane_bindings(),
     ]
 
@@ -408,6 +409,13 @@ class CockpitApp(App[None]):
     def key_rows(self, node: object) -> list[tuple[str, str, str]]:
         return [(key, b.description or b.action, b.id or "-") for b, key in current_bindings(node)]  # type: ignore[arg-type]
 
+    def action_events(self) -> None:
+        """The incident timeline of the open cluster, from its recording (`r37-cockpit events`)."""
+        recording = self.recording
+        self.push_screen(EventsScreen(recording.path if recording is not None else path_for(self.ctx.config),
+                                      self.ctx.config.cluster.name, list(self.ctx.config.ranks),
+                                      flush=recording.recorder.flush if recording is not None else None))
+
     def action_keys(self) -> None:
         sections: list[tuple[str, list[tuple[str, str, str]]]] = []
         pane = self.shown_pane()
@@ -425,6 +433,8 @@ class CockpitApp(App[None]):
         for number, (pid, cls) in enumerate(PANES, start=1):
             yield SystemCommand(f"Pane: {cls.TITLE}", f"Show the {cls.TITLE} pane (key {number})",
                                 partial(self.action_show_pane, pid))
+        yield SystemCommand("Events", "The incident timeline from the cluster's recording (key E)",
+                            self.action_events)
         active = self.active_cluster()
         for i, ref in enumerate(self.clusters):
             if i != active and len(self.clusters) > 1:
