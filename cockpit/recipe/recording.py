@@ -252,6 +252,12 @@ def note_action(cfg: ClusterConfig, kind: str, summary: str, *, rank: int | None
             _stderr(f"recording: {type(exc).__name__}: {exc}")
 
 
+def note_bench(cfg: ClusterConfig, status: str, records: Path, model: str = "") -> None:
+    """A bench run ended: its outcome and where its records are."""
+    note_action(cfg, "bench", f"bench run {status}: records in {records}",
+                data={"records": str(records), "status": status, "model": model})
+
+
 def recording_for(cfg: ClusterConfig, command: str, on_warning: Warn | None = None) -> Recording | None:
     """A started Recording of `cfg` for a command that watches the cluster (None when `[recorder]
     enabled = false`); warnings go to stderr unless `on_warning` is given."""

@@ -1,7 +1,7 @@
-"""The flight recorder on a demo cluster over real SSH: a launch, a `stats --watch`, a stop and a `status
---watch-engine` land in the cluster's recording (who launched and stopped, samples of every rank, verdicts),
-`events` prints them in order and filters them, and the command log keeps the host-changing sessions
-apart."""
+"""The flight recorder on a demo cluster over real SSH: a launch, a `stats --watch`, a bench run, a stop and
+a `status --watch-engine` land in the cluster's recording (who launched and stopped, samples of every rank,
+verdicts, where the bench records are), `events` prints them in order and filters them, and the command log
+keeps the host-changing sessions apart."""
 
 from __future__ import annotations
 
@@ -57,6 +57,28 @@ def watch_rounds(cluster: SimCluster, lines_wanted: int) -> subprocess.Completed
     return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(seen) + out, err)
 
 
+def bench_cancelled(cluster: SimCluster, out: Path) -> int:
+    """A `bench` run through the cluster's tunnel, cancelled (Ctrl-C) once it has begun sending."""
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "--config", str(cluster.config_path), "bench",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, env=dict(os.environ))
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line or "records in" in line:
+                break
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode
+
+
 async def test_launch_watch_stop_status_are_recorded_and_events_tells_them_in_order(
         fresh_demo_cluster: SimCluster) -> None:
     cluster = fresh_demo_cluster
@@ -68,6 +90,7 @@ async def test_launch_watch_stop_status_are_recorded_and_events_tells_them_in_or
     assert res.returncode == 0, res.stdout + res.stderr
     res = watch_rounds(cluster, 4 * 6)
     assert res.returncode == 0, res.stdout + res.stderr
+    assert bench_cancelled(cluster, cluster.dir / "bench") == 130
     res = cli(cluster, "stop", "--yes")
     assert res.returncode == 0, res.stdout + res.stderr
     res = cli(cluster, "status", "--watch-engine", "1")
@@ -86,6 +109,8 @@ async def test_launch_watch_stop_status_are_recorded_and_events_tells_them_in_or
     stopped = [e for e in events if e["kind"] == "stop"]
     assert sorted(e["rank"] for e in stopped) == [0, 1, 2, 3] and all(e["data"]["ok"] for e in stopped)
     assert min(e["t"] for e in stopped) > max(e["t"] for e in launched)
+    [ran] = [e for e in events if e["kind"] == "bench"]
+    assert ran["data"]["records"] == str(cluster.dir / "bench") and ran["data"]["status"] == "cancelled"
     begins = [e["summary"] for e in events if e["kind"] == "recorder" and "begins" in e["summary"]]
     assert any("stats --watch" in s for s in begins) and any("status --watch-engine" in s for s in begins)
     verdicts = [e["data"]["state"] for e in events if e["kind"] == "verdict"]
