@@ -111,7 +111,7 @@ class Event:
 # ---- opening -----------------------------------------------------------------------------------------------
 
 def _stamp(now: float) -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
 
 
 def set_aside(path: Path, now: float | None = None) -> Path:
