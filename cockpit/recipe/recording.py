@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import origin
-from cockpit.locations import state_dir
+from cockpit.locations import recordings_dir
 from cockpit.recipe import timeline as T
 from cockpit.recipe.history import redact
 from cockpit.recipe.ledger import cluster_key
 from cockpit.recipe.lock import local_host, local_user
 from cockpit.safetext import clip
 from cockpit.telemetry.cluster_stats import ENGINE_SERIES, RANK_SERIES, Alert, ClusterStats, History
-from cockpit.telemetry.recorder import MAX_TEXT, Event, Recorder, Retention, recording_path
+from cockpit.telemetry.recorder import MAX_TEXT, SUFFIX, Event, Recorder, Retention
 
 if TYPE_CHECKING:
     from cockpit.recipe.monitor import StatsMonitor
@@ -53,9 +53,9 @@ def who() -> str:
     return f"{local_user()}@{local_host()}"
 
 
-def path_for(cfg: ClusterConfig, state: Path | None = None) -> Path:
+def path_for(cfg: ClusterConfig) -> Path:
     """The recording of this cluster: `<state dir>/recordings/<cluster key>.sqlite3`."""
-    return recording_path(state if state is not None else state_dir(), cluster_key(cfg))
+    return recordings_dir() / f"{cluster_key(cfg)}{SUFFIX}"
 
 
 def _text(text: str) -> str:

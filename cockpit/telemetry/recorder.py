@@ -74,15 +74,6 @@ _INSERT = {
 TABLES = ("samples", "engine", "events")
 
 
-def recordings_dir(state: Path) -> Path:
-    return state / "recordings"
-
-
-def recording_path(state: Path, key: str) -> Path:
-    """The database of the cluster `key` (`recipe.ledger.cluster_key`) under the state directory."""
-    return recordings_dir(state) / f"{key}{SUFFIX}"
-
-
 class RecordingUnreadable(Exception):
     """The database cannot be read: not SQLite, damaged, or of a newer schema (the message says which)."""
 
