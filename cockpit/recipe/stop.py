@@ -12,6 +12,7 @@ stopped either (stopping them first would leave a head serving without workers) 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -91,10 +92,12 @@ async def plan_stop(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> list[St
     return sorted(items, key=lambda i: stop_order(cfg.ranks).index(i.rank))
 
 
-async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
-                       force: bool = False) -> list[StopOutcome]:
+async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *, force: bool = False,
+                       noted: Callable[[list[int]], None] | None = None) -> list[StopOutcome]:
     """Stop the head first and wait for it, then every worker in parallel. An unreachable rank is an
-    outcome that is not ok; an unreachable head keeps the workers running unless `force`."""
+    outcome that is not ok; an unreachable head keeps the workers running unless `force`. `noted` is told
+    the ranks once their stop request is in the ledger, before anything is stopped (a live model then
+    reads what they print as their shutdown at once, not at its next look at the ledger)."""
     todo = [i for i in plan if i.action == "stop"]
     lost = [i for i in plan if i.action == "unreachable"]
     out = [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {i.reason}") for i in lost]
@@ -104,6 +107,8 @@ async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
         out += [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {why}") for i in todo if i.rank != 0]
         return sorted(out, key=lambda o: o.rank)
     ledger.mark_stop_requested([(i.rank, i.container_id) for i in todo])
+    if noted is not None:
+        noted([i.rank for i in todo])
     head = [i for i in todo if i.rank == 0]
     workers = [i for i in todo if i.rank != 0]
     out += [await _stop_one(fleet, i, ledger) for i in head]
