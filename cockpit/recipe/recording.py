@@ -147,8 +147,9 @@ class Recording:
             self.event("engine", f"engine {lv.state}: {lv.message}", data=lv.to_dict(), at=now)
         elif isinstance(event, T.PhaseEntered):
             self.event("phase", f"rank {event.rank}: {event.phase.value}", rank=event.rank, at=event.at)
-        elif isinstance(event, T.RankStopped | T.RankUnknown):
-            word = "stopped" if isinstance(event, T.RankStopped) else "unknown"
+        elif isinstance(event, T.RankStopped | T.RankUnknown | T.RankRecovered):
+            word = ("stopped" if isinstance(event, T.RankStopped)
+                    else "unknown" if isinstance(event, T.RankUnknown) else "recovered")
             self.event(word, f"rank {event.rank} {word}: {event.detail}", rank=event.rank, at=event.at)
         if timeline is not None:
             self._note_conditions(timeline, event, now)
@@ -284,10 +285,6 @@ def recorded(cfg: ClusterConfig, command: str, watcher: ClusterWatcher | None = 
 
 
 # ---- reading back: the incident timeline -----------------------------------------------------------------
-
-INCIDENT_KINDS = ("verdict", "condition", "failure", "host-lost", "host-back", "api", "engine", "stopped",
-                  "unknown", "alert-raised", "alert-cleared", "launch", "stop", "relaunch", "bench",
-                  "recorder", "phase")
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
 

@@ -9,7 +9,13 @@ from pathlib import Path
 
 from cockpit.recipe.phases import Phase
 from cockpit.recipe.recording import Recording, note_action, parse_when, path_for
-from cockpit.recipe.timeline import ClusterTimeline, ClusterVerdict, PhaseEntered, VerdictChanged
+from cockpit.recipe.timeline import (
+    ClusterTimeline,
+    ClusterVerdict,
+    PhaseEntered,
+    RankRecovered,
+    VerdictChanged,
+)
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats
 from cockpit.telemetry.recorder import read_events, read_samples
 
@@ -49,12 +55,15 @@ def test_verdicts_conditions_and_phases_with_their_cause(fixed_config, tmp_path:
     down = ClusterVerdict("down", "rank 2 failed first: NCCL error", 2, "check the fabric")
     rec.on_event(VerdictChanged(down), timeline)
     rec.on_event(VerdictChanged(down), timeline)       # the same verdict again: not a change
+    rec.on_event(RankRecovered(3, "progress again after 200 s in loading weights", time.time()), timeline)
     rec.close()
     events = read_events(rec.path)
     verdicts = [e for e in events if e.kind == "verdict"]
     assert len(verdicts) == 1 and verdicts[0].data["first_failed"] == 2
     assert verdicts[0].data["remedy"] == "check the fabric"
     assert [e.rank for e in events if e.kind == "phase"] == [1]
+    assert [(e.rank, e.summary) for e in events if e.kind == "recovered"] == [
+        (3, "rank 3 recovered: progress again after 200 s in loading weights")]
     first = [e for e in events if e.kind == "condition"]
     assert sorted(e.rank for e in first) == fixed_config.ranks and first[0].data["cause"] == "PhaseEntered"
 
