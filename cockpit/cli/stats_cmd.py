@@ -34,6 +34,8 @@ from cockpit.cli.common import (
     table,
     usage_error,
 )
+from cockpit.cli.stats_range import add_options as add_range_options
+from cockpit.cli.stats_range import run_range
 from cockpit.config import ClusterConfig, split_listen
 from cockpit.config.models import STATS_INTERVAL_S
 from cockpit.hosts import Fleet
@@ -68,12 +70,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds to wait for the first full sample (default: ssh.connect_timeout + 10 + "
                         "3 intervals)")
+    add_range_options(p, mode)
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     _, cfg = load(args)
+    if args.since is not None or args.until is not None or args.rank is not None or args.step is not None:
+        return run_range(args, cfg)         # a recorded window (cockpit/cli/stats_range.py)
     interval = _interval(args, cfg)
     listen = _listen(args, cfg)
     timeout = args.timeout if args.timeout is not None else cfg.ssh.connect_timeout + 10 + 3 * interval

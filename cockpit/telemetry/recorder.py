@@ -508,3 +508,77 @@ def file_bytes(path: Path) -> int:
         with contextlib.suppress(OSError):
             total += os.stat(p).st_size
     return total
+
+
+SERIES_TABLES = {"samples": SAMPLE_COLUMNS, "engine": ENGINE_COLUMNS}
+
+
+def _range(since: float | None, until: float | None, rank: int | None,
+           table: str) -> tuple[str, list[object]]:
+    where: list[str] = ["1 = 1"]
+    args: list[object] = []
+    for clause, value in (("t >= ?", since), ("t <= ?", until)):
+        if value is not None:
+            where.append(clause)
+            args.append(value)
+    if rank is not None and table == "samples":
+        where.append("rank = ?")
+        args.append(rank)
+    return " AND ".join(where), args
+
+
+def read_series(path: Path, table: str, *, since: float | None = None, until: float | None = None,
+                rank: int | None = None, step: float | None = None) -> list[dict[str, Any]]:
+    """Recorded points of `table` ("samples": per rank, "engine") in time order; with `step` seconds, the
+    mean of each step (its start as `t`, `n` the points in it; a series with no value in a step is None)."""
+    columns = SERIES_TABLES[table]
+    where, args = _range(since, until, rank, table)
+    ranked = table == "samples"
+    con = open_for_reading(path)
+    try:
+        if step:
+            keys = "CAST(t / ? AS INTEGER)" + (", rank" if ranked else "")
+            cols = ", ".join(f"avg({c})" for c in columns)
+            sql = (f"SELECT min(CAST(t / ? AS INTEGER)) * ?, {'rank, ' if ranked else ''}count(*), {cols} "
+                   f"FROM {table} WHERE {where} GROUP BY {keys} ORDER BY 1{', 2' if ranked else ''}")
+            rows = con.execute(sql, (step, step, *args, step)).fetchall()
+            names = ("t", *(("rank",) if ranked else ()), "n", *columns)
+        else:
+            sql = (f"SELECT t, {'rank, ' if ranked else ''}{', '.join(columns)} FROM {table} WHERE {where} "
+                   f"ORDER BY t{', rank' if ranked else ''}")
+            rows = con.execute(sql, args).fetchall()
+            names = ("t", *(("rank",) if ranked else ()), *columns)
+    except sqlite3.DatabaseError as exc:
+        raise RecordingUnreadable(str(exc)) from None
+    finally:
+        con.close()
+    return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def summarise_series(path: Path, table: str, *, since: float | None = None, until: float | None = None,
+                     rank: int | None = None) -> dict[str, dict[str, Any]]:
+    """Per rank ("engine" for the engine table): the points, first and last time, and min / mean / max
+    of every series over the range."""
+    columns = SERIES_TABLES[table]
+    where, args = _range(since, until, rank, table)
+    ranked = table == "samples"
+    stats = ", ".join(f"min({c}), avg({c}), max({c})" for c in columns)
+    sql = (f"SELECT {'rank' if ranked else 'NULL'}, count(*), min(t), max(t), {stats} FROM {table} "
+           f"WHERE {where}{' GROUP BY rank ORDER BY rank' if ranked else ''}")
+    con = open_for_reading(path)
+    try:
+        rows = con.execute(sql, args).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise RecordingUnreadable(str(exc)) from None
+    finally:
+        con.close()
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if not row[1]:
+            continue
+        entry: dict[str, Any] = {"points": row[1], "first": row[2], "last": row[3]}
+        for i, c in enumerate(columns):
+            lo, mean, hi = row[4 + 3 * i: 7 + 3 * i]
+            entry[c] = {"min": lo, "mean": mean, "max": hi}
+        out["engine" if not ranked else str(row[0])] = entry
+    return out

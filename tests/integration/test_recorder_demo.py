@@ -123,6 +123,9 @@ async def test_launch_watch_stop_status_are_recorded_and_events_tells_them_in_or
         mine = [s for s in samples if s["rank"] == rank]
         assert len(mine) >= 3 and all(s["sm_mhz"] for s in mine[1:]), (rank, mine[:3])
     assert len({(s["rank"], s["t"]) for s in samples}) == len(samples)      # no sample twice
+    window = json.loads(cli(cluster, "stats", "--since", "1h", "--json").stdout)    # connects to nothing
+    assert {r: len(p) for r, p in window["ranks"].items()} == {
+        str(r): len([s for s in samples if s["rank"] == r]) for r in cfg.ranks}
 
     ranked = json.loads(cli(cluster, "events", "--rank", "2", "--json").stdout)["events"]
     assert ranked and {e["rank"] for e in ranked} <= {2, None} and any(e["rank"] == 2 for e in ranked)
