@@ -250,7 +250,7 @@ class LaunchPane(Pane):
     @work(exclusive=True, group="launch-dry", exit_on_error=False)
     async def _dry_run_worker(self) -> None:
         runs = await L.dry_run(self.ctx.fleet, self.cfg)
-        gate = await self._gate(replace=False, fresh_preflight=False)
+        gate = await self._gate(replace=False, fresh_preflight=True)   # never a stale preflight's verdict
         self.post_message(DryRunDone(runs, gate))
         self.note("dry run done" if all(d.ok for d in runs.values()) and gate.open
                   else "dry run: see the problems below", "muted")
