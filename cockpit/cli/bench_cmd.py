@@ -222,6 +222,9 @@ async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
             progress.close()
+    if not args.api_url:        # the cluster's recording notes the run and where its records are
+        from cockpit.recipe.recording import note_bench
+        note_bench(load(args)[1], runner.status, out, ready.model)
     summary = runner.summary
     if args.json:
         print_json({"ok": runner.status == "complete" and not summary.get("failed_requests"),

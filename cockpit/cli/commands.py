@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fabric": ("fabric_cmd", "test the RDMA fabric between ranks with perftest (bandwidth and latency)"),
     "report": ("report_cmd", "write a redacted support bundle (tar.gz) for a bug report"),
     "history": ("history_cmd", "the commands past cockpit sessions ran on the hosts"),
+    "events": ("events_cmd", "what happened to the cluster, in order, from its recording"),
     "sim": ("sim_cmd", "start, stop and break the simulated GB10 cluster"),
     "serve": ("serve_cmd", "serve the cockpit in a web browser (on 127.0.0.1 by default)"),
     "ssh": ("ssh_cmd", "open a shell on a host (or in its container) with the cockpit's SSH settings"),

@@ -15,6 +15,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from cockpit.cli.commands import SUMMARY
@@ -41,6 +42,7 @@ from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.lock import ClusterLock, LockError, LockHeld
 from cockpit.recipe.phases import Phase
 from cockpit.recipe.preflight import preflight_results
+from cockpit.recipe.recording import recorded
 from cockpit.recipe.replace import execute_replace
 from cockpit.recipe.stop import execute_stop, plan_stop
 from cockpit.recipe.watch import phase_limits
@@ -365,7 +367,8 @@ async def _status(cfg: ClusterConfig, watch_engine: float = 0.0,
                   ledger: Ledger | None = None) -> L.StatusReport:
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
-        return await L.cluster_status(fleet, cfg, ledger, watch_engine=watch_engine)
+        with recorded(cfg, "status --watch-engine") if watch_engine > 0 else nullcontext() as recording:
+            return await L.cluster_status(fleet, cfg, ledger, watch_engine=watch_engine, recording=recording)
 
 
 def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:

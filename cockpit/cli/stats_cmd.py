@@ -34,10 +34,13 @@ from cockpit.cli.common import (
     table,
     usage_error,
 )
+from cockpit.cli.stats_range import add_options as add_range_options
+from cockpit.cli.stats_range import run_range
 from cockpit.config import ClusterConfig, split_listen
 from cockpit.config.models import STATS_INTERVAL_S
 from cockpit.hosts import Fleet
 from cockpit.recipe.monitor import StatsMonitor
+from cockpit.recipe.recording import recorded
 from cockpit.recipe.watch import ClusterWatcher
 from cockpit.safetext import safe
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats, RankStats
@@ -68,12 +71,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds to wait for the first full sample (default: ssh.connect_timeout + 10 + "
                         "3 intervals)")
+    add_range_options(p, mode)
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     _, cfg = load(args)
+    if args.since is not None or args.until is not None or args.rank is not None or args.step is not None:
+        return run_range(args, cfg)         # a recorded window (cockpit/cli/stats_range.py)
     interval = _interval(args, cfg)
     listen = _listen(args, cfg)
     timeout = args.timeout if args.timeout is not None else cfg.ssh.connect_timeout + 10 + 3 * interval
@@ -323,7 +329,7 @@ async def _watch(args: argparse.Namespace, cfg: ClusterConfig, interval: float, 
         loop.add_signal_handler(sig, stop.set)
     try:
         async with _sampling(cfg, interval) as (fleet, watcher, monitor):
-            with _serving(monitor.stats, listen):
+            with _serving(monitor.stats, listen), recorded(cfg, "stats --watch", watcher, monitor):
                 await _until(stop, _start(fleet, cfg, watcher, monitor, timeout))
                 if stop.is_set():
                     return EXIT_OK

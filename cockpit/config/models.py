@@ -167,6 +167,16 @@ class FabricSection(Strict):
     timeout_s: Annotated[float, float_range(1, 600, "seconds")] = 30.0
 
 
+class RecorderSection(Strict):
+    """The flight recorder (`cockpit.telemetry.recorder`): one SQLite database per cluster under the state
+    directory, and how long the command log keeps host-changing sessions."""
+
+    enabled: bool = True
+    # oldest first: rows older than this many days go, and the oldest go while the file is over max_mb
+    retention_days: Annotated[int, int_range(1, 3650, "retention days")] = 30
+    max_mb: Annotated[int, int_range(1, 1_000_000, "max MB")] = 500
+
+
 class HostEntry(Strict):
     rank: Annotated[int, int_range(0, None, "rank")]
     ssh: Annotated[str, AfterValidator(ssh_target)]
@@ -202,6 +212,7 @@ class ClusterConfig(Strict):
     stats: StatsSection = Field(default_factory=StatsSection)
     alerts: AlertsSection = Field(default_factory=AlertsSection)
     fabric: FabricSection = Field(default_factory=FabricSection)
+    recorder: RecorderSection = Field(default_factory=RecorderSection)
     hosts: list[HostEntry]
 
     @model_validator(mode="after")

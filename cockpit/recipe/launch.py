@@ -22,6 +22,7 @@ from cockpit.recipe.checks import CheckResult, Verdict
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.phases import Phase
+from cockpit.recipe.recording import Recording, note_action
 from cockpit.recipe.replace import ReplaceItem, plan_replace, refused
 from cockpit.recipe.timeline import (
     ClusterTimeline,
@@ -289,6 +290,8 @@ class Launcher:
                                              "check docker on that host", time.time()))
                 return False
             self.ledger.record(rank, cid, self.cfg.cluster.container_name, self.fleet[rank].target)
+            note_action(self.cfg, "launch", f"rank {rank}: launched container {cid[:12]}", rank=rank,
+                        data={"container_id": cid, "target": self.fleet[rank].target})
             tl.container_id, tl.owner = cid, "cockpit"
             self.booting[rank] = cid
             self._apply([RankLaunched(rank, cmd.line, cid, time.time())])
@@ -414,10 +417,13 @@ def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline) -
 
 async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None = None,
                          api_url: str | None = None, *, timeout: float = 30.0,
-                         watch_engine: float = 0.0) -> StatusReport:
+                         watch_engine: float = 0.0, recording: Recording | None = None) -> StatusReport:
     """One look of a watcher: container, phase (from the log tail), API readiness of every rank and, with
-    `watch_engine` seconds, the engine's liveness over that time; changes nothing."""
+    `watch_engine` seconds, the engine's liveness over that time; changes nothing. `recording` records
+    what the watcher sees."""
     async with ClusterWatcher(fleet, cfg, ledger=ledger, api_url=api_url) as watcher:
+        if recording is not None:
+            recording.attach_watcher(watcher)
         await watcher.first_look(timeout)
         await watcher.probe()
         if watcher.suspect_hang():         # the last stats line is flat: does /metrics still say so now?

@@ -38,6 +38,7 @@ from cockpit.locations import archive_dir
 from cockpit.recipe import containers as dk
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger, cluster_key
+from cockpit.recipe.recording import note_action
 from cockpit.safetext import neutralise
 
 INSPECT_TIMEOUT = 20.0       # seconds for one `docker inspect`
@@ -393,4 +394,6 @@ async def execute_replace(fleet: Fleet, cfg: ClusterConfig, plan: list[ReplaceIt
     finally:
         with contextlib.suppress(OSError):
             directory.rmdir()  # only if nothing was archived (rmdir refuses a directory with files)
+    for o in outcomes:
+        note_action(cfg, "relaunch", o.message, rank=o.rank, data={"ok": o.ok, "archive": o.archive_path})
     return sorted(outcomes, key=lambda o: o.rank)

@@ -21,6 +21,7 @@ from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, command
 from cockpit.recipe import containers as dk
 from cockpit.recipe.launch import inspect_container
 from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.recording import note_action
 from cockpit.safetext import neutralise
 
 STOP_TIMEOUT = 90.0
@@ -112,6 +113,8 @@ async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *, fo
     workers = [i for i in todo if i.rank != 0]
     out += [await _stop_one(fleet, i, ledger) for i in head]
     out += await asyncio.gather(*(_stop_one(fleet, i, ledger) for i in workers))
+    for o in out:
+        note_action(ledger.cfg, "stop", f"rank {o.rank}: {o.message}", rank=o.rank, data={"ok": o.ok})
     return sorted(out, key=lambda o: (o.rank != 0, o.rank))
 
 

@@ -30,6 +30,7 @@ from textual.widgets import Log, Static
 from textual.worker import Worker, WorkerState
 
 from cockpit.recipe import launch as L
+from cockpit.recipe.history import mark_host_change
 from cockpit.recipe.lock import ClusterLock, LockError
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import ReplaceItem, execute_replace
@@ -326,6 +327,7 @@ class LaunchPane(Pane):
         if result is None:
             self.note("launch cancelled", "muted")
             return
+        mark_host_change("relaunch" if replace else "launch")
         self.launching = True
         self._launch_worker(result.override, replace)
 
@@ -384,6 +386,7 @@ class LaunchPane(Pane):
         if result is None:
             self.note("stop cancelled", "muted")
             return
+        mark_host_change("stop")
         self._stop_worker(plan)
 
     @work(exclusive=True, group="launch-stop", exit_on_error=False)
