@@ -17,6 +17,7 @@ few seconds old is past every stuck limit):
 The floor beside the figures: the same cycle's counts on the machine without hogs (`--hogs 0`).
 
     python bench/perf/truth.py [--cycles 3] [--hogs N (default 4 x cores)] [--json]
+    python bench/perf/truth.py --soak 60 [--hogs N]     # long life: the TUI open, status every 30 s
 
 Exit 1 when anything was wrong. Only simulated hosts are touched; the script removes only the stopped
 containers its own launches started (through the cockpit's confirmed replace path: `launch
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import multiprocessing
 import os
@@ -292,12 +294,128 @@ async def run(cycles: int, hogs: int) -> dict[str, Any]:
     }
 
 
+async def soak(minutes: float, hogs: int) -> dict[str, Any]:
+    """Long life: a launched demo cluster left serving for `minutes` (past every stuck limit many times
+    over), the TUI open on it (headless, its watcher sampled every 100 ms) and `status --json` every 30 s:
+    every verdict counted, the TUI process's CPU and RSS every minute."""
+    from cockpit.tui.app import CockpitApp
+
+    work = Path(tempfile.mkdtemp(prefix="r37-truth-soak-"))
+    procs = [
+        multiprocessing.Process(target=_spin, args=(time.time() + 24 * 3600,), daemon=True)
+        for _ in range(hogs)
+    ]
+    for p in procs:
+        p.start()
+    toml = sim.demo_up(work, speed=SPEED)
+    toml.write_text(
+        toml.read_text().replace("hang_after_s = 15\n", f"hang_after_s = 15\nphase_limit_s = {LIMIT_S}\n")
+    )
+    statuses: list[str] = []
+    wrong: list[str] = []
+    points: list[dict[str, float]] = []
+    try:
+        for args in (
+            ("setup", "all", "--yes", "--json"),
+            ("launch", "--yes", "--json", "--phase-limit", "300"),
+        ):
+            res = cli(toml, *args)
+            if res.returncode != 0:
+                raise SystemExit(f"{args[0]} failed: {res.stdout[-500:]}{res.stderr[-500:]}")
+        app = CockpitApp(load_config(toml), toml)
+        async with app.run_test(size=(160, 48)) as pilot:
+            app.action_show_pane("launch")
+            t0 = time.monotonic()
+            cpu0, next_status, next_point, seen_ready = time.process_time(), 0.0, 0.0, False
+            while (elapsed := time.monotonic() - t0) < minutes * 60:
+                v = app.ctx.watcher.timeline.verdict
+                seen_ready = seen_ready or v.state == "ready"
+                if v.state != "ready" and (seen_ready or elapsed > 60):
+                    wrong.append(f"{elapsed:.0f} s: TUI {v.state}: {v.summary}")
+                if elapsed >= next_status:
+                    next_status += 30
+                    proc = await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        "-m",
+                        "cockpit",
+                        "--config",
+                        str(toml),
+                        "status",
+                        "--json",
+                        stdout=asyncio.subprocess.PIPE,
+                        stderr=asyncio.subprocess.DEVNULL,
+                    )
+                    out, _ = await proc.communicate()
+                    try:
+                        state = json.loads(out)["verdict"]["state"]
+                    except (ValueError, KeyError):
+                        state = "unreadable"
+                    statuses.append(state)
+                    if proc.returncode != 0 or state != "ready":
+                        wrong.append(f"{elapsed:.0f} s: status exit {proc.returncode}: {state}")
+                if elapsed >= next_point:
+                    next_point += 60
+                    points.append(
+                        {
+                            "t_min": round(elapsed / 60, 1),
+                            "rss_mb": round(_rss_mb(), 1),
+                            "cpu_s": round(time.process_time() - cpu0, 1),
+                        }
+                    )
+                await pilot.pause(0.1)
+    finally:
+        for p in procs:
+            p.terminate()
+        cli(toml, "stop", "--yes", "--json")
+        sim.down(work)
+    cpu_rate = [
+        (b["cpu_s"] - a["cpu_s"]) / max(1e-9, (b["t_min"] - a["t_min"]) * 60)
+        for a, b in itertools.pairwise(points)
+    ]
+    return {
+        "minutes": minutes,
+        "hogs": hogs,
+        "status_runs": len(statuses),
+        "status_ready": statuses.count("ready"),
+        "wrong": len(wrong),
+        "examples": wrong[:5],
+        "rss_mb": [p["rss_mb"] for p in points],
+        "cpu_share_per_minute": [round(c, 3) for c in cpu_rate],
+        "passed": not wrong,
+    }
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cycles", type=int, default=3)
     p.add_argument("--hogs", type=int, default=4 * (os.cpu_count() or 1), help="CPU-spinning processes")
+    p.add_argument(
+        "--soak",
+        type=float,
+        default=0.0,
+        metavar="MINUTES",
+        help="instead: a launched cluster left serving this long, the TUI open, status every 30 s",
+    )
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
+    if a.soak:
+        r = asyncio.run(soak(a.soak, a.hogs))
+        print(
+            json.dumps(r, indent=2)
+            if a.json
+            else f"soak {r['minutes']:g} min, {r['hogs']} hogs: "
+            f"status READY {r['status_ready']}/{r['status_runs']}, "
+            f"false verdicts {r['wrong']} {r['examples']}\nRSS MB per minute {r['rss_mb']}\n"
+            f"CPU share per minute {r['cpu_share_per_minute']}\n" + ("PASS" if r["passed"] else "FAIL")
+        )
+        return 0 if r["passed"] else 1
     r = asyncio.run(run(a.cycles, a.hogs))
     if a.json:
         print(json.dumps(r, indent=2))
