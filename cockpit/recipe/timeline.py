@@ -85,6 +85,8 @@ class ClusterTimeline:
         # read yet. `launch_note` says whose, or why none is.
         self.launch_in_progress: bool | None = None
         self.launch_note = ""
+        # a loop of the watcher that failed and is restarting (its name -> what): nothing it feeds is current
+        self.watch_problems: dict[str, str] = {}
         self._verdict = ClusterVerdict("idle", "nothing launched")
 
     def __getitem__(self, rank: int) -> RankTimeline:
@@ -152,6 +154,10 @@ class ClusterTimeline:
                                           "(one rank down means the cluster is down)", first, remedy)
         pending = [r for r, t in ts.items() if t.pending]
         unknown = [r for r, t in ts.items() if t.unknown]
+        if self.watch_problems:
+            return ClusterVerdict("unknown", "not watched now: " + "; ".join(self.watch_problems.values()),
+                                  None, "it restarts by itself; if it keeps failing, report it with "
+                                        "`r37-cockpit report`")
         if unknown:
             return ClusterVerdict("unknown", f"rank {_ranks(unknown)}: container state unknown "
                                              f"({ts[unknown[0]].unknown})", None,

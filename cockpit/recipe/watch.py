@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 from cockpit import constants as C
 from cockpit.api import readiness
@@ -27,6 +29,7 @@ from cockpit.recipe.containers import ContainerState, InspectFrame, read_inspect
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.lock import LockError, read_lock
 from cockpit.recipe.phases import PHASE_INDEX, PHASES, Phase
+from cockpit.recipe.supervise import supervised
 from cockpit.recipe.timeline import (
     DEFAULT_STUCK_LIMITS,
     READ_SKEW,
@@ -37,6 +40,8 @@ from cockpit.recipe.timeline import (
 )
 from cockpit.telemetry.logfollow import ResumePoint, follow
 from cockpit.telemetry.logline import LogLine, format_timestamp
+
+log = logging.getLogger(__name__)
 
 FRAME_MARK = "r37-cockpit-inspect-end"
 STATUS_TAIL = 400            # log lines read of a container this watcher did not see start
@@ -105,10 +110,25 @@ class ClusterWatcher:
         if self._tasks:
             return
         self.ledger.records()  # read once now: a corrupt ledger is kept aside and noted before any launch
-        self._tasks = [asyncio.create_task(self._watch_rank(r), name=f"watch-{r}") for r in self.cfg.ranks]
-        self._tasks.append(asyncio.create_task(self._tick_loop(), name="watch-tick"))
+        self._tasks = [asyncio.create_task(supervised(f"watcher of rank {r}", partial(self._watch_rank, r),
+                                                      partial(self._rank_down, r)), name=f"watch-{r}")
+                       for r in self.cfg.ranks]
+        self._tasks.append(asyncio.create_task(
+            supervised("the watcher's tick", self._tick_loop, partial(self._loop_down, "tick")),
+            name="watch-tick"))
         if self.probe_api:
-            self._tasks.append(asyncio.create_task(self._api_loop(), name="watch-api"))
+            self._tasks.append(asyncio.create_task(
+                supervised("the API probe", self._api_loop, partial(self._loop_down, "API probe")),
+                name="watch-api"))
+
+    def _rank_down(self, rank: int, what: str, delay: float) -> None:
+        """A rank's watcher failed: what it showed is not current; the next good look clears this."""
+        self.timeline[rank].unknown = f"its watcher failed: {what}; restarting in {delay:g} s"
+        self.apply([])
+
+    def _loop_down(self, loop: str, what: str, delay: float) -> None:
+        self.timeline.watch_problems[loop] = f"the {loop} failed: {what}; restarting in {delay:g} s"
+        self.apply([])
 
     async def close(self) -> None:
         tasks = [*self._tasks, *self._followers.values(), *self._catching_up.values()]
@@ -289,6 +309,17 @@ class ClusterWatcher:
                     other.pending = ""
 
     async def _follow(self, rank: int, state: ContainerState) -> None:
+        """`_read_log`, and if it fails the rank is unknown until its next look starts a new follower."""
+        try:
+            await self._read_log(rank, state)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:           # a bug must not leave a dead follower shown as current
+            log.warning("the log follower of rank %d failed", rank, exc_info=True)
+            self.timeline[rank].unknown = f"its log follower failed: {type(exc).__name__}: {exc}"[:300]
+            self.apply([])
+
+    async def _read_log(self, rank: int, state: ContainerState) -> None:
         """Read the container's log up to now (its tail, or all of it), then follow it while it runs."""
         host = self.fleet[rank]
         point = self._points.setdefault(rank, ResumePoint())
@@ -412,6 +443,8 @@ class ClusterWatcher:
     async def _tick_loop(self) -> None:
         while True:
             self.tick()
+            if self.timeline.watch_problems.pop("tick", None) is not None:
+                self.apply([])
             await asyncio.sleep(self.interval)
 
     def tick(self) -> None:
@@ -467,6 +500,8 @@ class ClusterWatcher:
             if now >= next_probe or api is None or not api.ready or not api.url:
                 await self.probe()
                 next_probe = now + API_EVERY
+                if self.timeline.watch_problems.pop("API probe", None) is not None:
+                    self.apply([])
             else:
                 self.apply(await self._read_metrics(api.url))
             await asyncio.sleep(self.metrics_every)

@@ -244,3 +244,51 @@ async def test_an_aborted_launch_is_incomplete_not_launching_forever(fresh_demo_
     v = report["verdict"]
     assert code == 1 and v["state"] == "incomplete" and v["code"] == "launch-incomplete", v
     assert "rank 0, 1 " in v["summary"] and "stop" in v["remedy"] and "launch again" in v["remedy"]
+
+
+async def test_a_failing_watcher_loop_says_so_and_comes_back(fresh_demo_cluster, monkeypatch) -> None:
+    """Issue 25, item 2: a bug in any of the watcher's loops (a rank's look, the tick, the API probe) is
+    shown in the model — never the last state as if current — and the loop starts again by itself."""
+    from cockpit.recipe import watch as W
+
+    await _launched(fresh_demo_cluster)
+    broken = {"frame": 1, "tick": 1, "probe": 1}
+    real_frame, real_tick, real_probe = W.read_inspect_frame, W.ClusterWatcher.tick, W.ClusterWatcher.probe
+
+    def frame(text, status):  # type: ignore[no-untyped-def]
+        if broken["frame"] and "ds41_r37" in text and '"/ds41_r37"' in text:
+            broken["frame"] -= 1
+            raise RuntimeError("injected parser bug")
+        return real_frame(text, status)
+
+    def tick(self):  # type: ignore[no-untyped-def]
+        if broken["tick"] and broken["frame"] == 0 and self.timeline.verdict.state == "ready":
+            broken["tick"] -= 1
+            raise OSError("injected ledger error")
+        return real_tick(self)
+
+    async def probe(self):  # type: ignore[no-untyped-def]
+        if broken["probe"] and broken["tick"] == 0 and self.timeline.verdict.state == "ready":
+            broken["probe"] -= 1
+            raise ValueError("injected probe bug")
+        return await real_probe(self)
+
+    monkeypatch.setattr(W, "read_inspect_frame", frame)
+    monkeypatch.setattr(W.ClusterWatcher, "tick", tick)
+    monkeypatch.setattr(W.ClusterWatcher, "probe", probe)
+    cfg = fresh_demo_cluster.config
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        watcher = ClusterWatcher(fleet, cfg)
+        sampler = Sampler(watcher)
+        async with watcher:
+            t0 = time.monotonic()
+            while any(broken.values()) or watcher.timeline.verdict.state != "ready":
+                assert time.monotonic() - t0 < 90, (broken, watcher.timeline.verdict)
+                await asyncio.sleep(0.1)
+        await sampler.close()
+    summaries = " | ".join(s[2] for s in sampler.seen)
+    assert "its watcher failed: RuntimeError: injected parser bug" in summaries
+    assert "the tick failed: OSError: injected ledger error" in summaries
+    assert "the API probe failed: ValueError: injected probe bug" in summaries
+    assert not {s[0] for s in sampler.seen} & {"down", "incomplete"}
