@@ -271,7 +271,8 @@ async def test_chat_and_smoke_give_up_on_a_hung_engine(rank0: Rank0Engine, demo_
     cockpit = f"r37-cockpit --config {demo_cluster.config_path.resolve()}"  # the demo's is no default
     assert f"`{cockpit} status`" in err and f"`{cockpit} logs --rank 0 -n 200`" in err
     assert "stop head first" in err
-    assert 10 <= took < 15, took
+    # the 10 s deadline, not the 300 s default; the rest is start-up, which a busy machine makes slow
+    assert 10 <= took < 60, took
 
     smoke = json.loads(sout)
     assert src == 1 and not smoke["passed"], (src, sout, serr)
@@ -279,7 +280,7 @@ async def test_chat_and_smoke_give_up_on_a_hung_engine(rank0: Rank0Engine, demo_
         ("health", True), ("models", True), ("card request", False)]
     assert smoke["error"]["kind"] == "first_token_timeout" and "hung" in smoke["error"]["remedy"]
     assert "smoke test stopped (first_token_timeout): card request: no answer within 10 s" in serr
-    assert 10 <= stook < 15, stook
+    assert 10 <= stook < 60, stook
 
     # Healed, the engine goes on with the hung requests: the streamed one finds its client gone (the
     # connection was closed when the deadline passed) and is aborted, not answered.
@@ -311,10 +312,10 @@ async def test_pane_gives_up_on_a_hung_engine_and_takes_the_next_message(rank0: 
             await _until(pilot, lambda: pane._streaming, 5)
             turn = list(app.query(AssistantTurn))[-1]
             await _until(pilot, lambda: (turn.waited or 0) >= 2, 10)  # the wait is shown, ticking
-            assert "waiting for the first token · 2 s" in str(turn.query_one(".stats").render())
+            assert re.search(r"waiting for the first token · \d+ s", str(turn.query_one(".stats").render()))
             await _until(pilot, lambda: not pane._streaming, 10)
             took = time.monotonic() - t0
-        assert 3 <= took < 6, took
+        assert 3 <= took < 20, took             # its 3 s deadline (a busy machine draws the rest late)
         assert turn.finish == "error" and turn.error is not None
         message, remedy = turn.error
         assert "no first token within 3 s" in message
