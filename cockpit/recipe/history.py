@@ -13,6 +13,7 @@ is a warning, never an error: the commands run all the same.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from cockpit.files import NotReadable, loads_bounded, open_regular
 from cockpit.locations import sessions_dir
 from cockpit.safetext import clip
 
@@ -35,6 +37,7 @@ MAX_RECORDS = 50_000     # command lines per session file; then one note says th
 MAX_LINE = 8_000         # characters of one command line kept
 KEEP_SESSIONS = 200      # session files kept; older ones are removed (oldest first) when a session starts
 READ_LINE_MAX = 1 << 20  # bytes of one line read back (longer: cut, and skipped as unreadable)
+READ_FILE_MAX = 64 << 20  # bytes of one session file read back (the rest: skipped, with a note)
 SUFFIX = ".jsonl"
 FAILED_NOTES = ("timeout", "lost")
 
@@ -305,34 +308,44 @@ def _entry(data: object) -> Entry | None:
 
 
 def read_session(path: Path) -> Session | None:
-    """A session file read back; None for a file that is not one (no session header). Lines that cannot
-    be read (a last line cut by a crash or still being written, a foreign line) are skipped with a note."""
+    """A session file read back; None for a file that is not one (no session header; not a regular file:
+    a FIFO or device is never waited on). Lines that cannot be read (a last line cut by a crash or still
+    being written, a foreign line, JSON nested too deeply) are skipped with a note; past READ_FILE_MAX
+    bytes the rest of the file is skipped with a note."""
     try:
-        f = path.open("r", encoding="utf-8", errors="replace")
-    except OSError:
+        raw = open_regular(path)
+    except (OSError, NotReadable, ValueError):
         return None
-    with f:
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
         first = f.readline(READ_LINE_MAX)
         try:
-            header = json.loads(first)
+            header = loads_bounded(first)
         except ValueError:
             return None
         if not isinstance(header, dict) or header.get("kind") != "session":
             return None
         found = Session(path, header)
         number = 1
+        size = len(first)
         while line := f.readline(READ_LINE_MAX):
             number += 1
+            size += len(line)
+            if size > READ_FILE_MAX:
+                found.notes.append(f"line {number} on: the file is larger than {READ_FILE_MAX >> 20} MiB: "
+                                   "the rest skipped")
+                break
             if not line.endswith("\n"):
                 found.notes.append(f"line {number}: incomplete (cut short, or still being written): skipped")
                 if len(line) >= READ_LINE_MAX:  # the rest of an over-long line
                     while (more := f.readline(READ_LINE_MAX)) and not more.endswith("\n"):
-                        pass
+                        size += len(more)
+                        if size > READ_FILE_MAX:
+                            break
                 continue
             try:
-                data = json.loads(line)
+                data = loads_bounded(line, max_depth=8)
             except ValueError:
-                found.notes.append(f"line {number}: not JSON: skipped")
+                found.notes.append(f"line {number}: not JSON (or nested too deeply): skipped")
                 continue
             entry = _entry(data)
             if entry is not None:
