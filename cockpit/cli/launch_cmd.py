@@ -438,9 +438,16 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig) -> int:
             raise CliError(f"stop {exc}", EXIT_REFUSED, _lock_code(exc)) from None
         except HostUnavailable as exc:
             raise CliError(str(exc), code="not-stopped") from None
+        notices = ledger.pop_warnings()   # a ledger that could not be written (the stops went ahead)
         if args.json:
-            print_json({"plan": [i.to_dict() for i in plan], "stopped": [o.to_dict() for o in outcomes]})
+            print_json({"plan": [i.to_dict() for i in plan], "stopped": [o.to_dict() for o in outcomes],
+                        **({"warnings": [{"code": n.code, "message": n.message} for n in notices]}
+                           if notices else {})})
         else:
             for o in outcomes:
                 print(remedy(args, f"rank {o.rank}: {'ok' if o.ok else 'FAILED'}: {o.message}"))
-        return EXIT_OK if all(o.ok for o in outcomes) else EXIT_FAILURE
+            for n in notices:
+                print(f"r37-cockpit: {'error' if n.code == 'write-failed' else 'warning'} ({n.code}): "
+                      f"{safe(n.message)}", file=sys.stderr)
+        unwritten = any(n.code == "write-failed" for n in notices)
+        return EXIT_OK if all(o.ok for o in outcomes) and not unwritten else EXIT_FAILURE

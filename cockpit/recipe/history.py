@@ -153,6 +153,7 @@ class SessionLog:
         when it cannot be written."""
         if self._file is not None or self.warning is not None or self._closed:
             return self._file is not None
+        created: Path | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             prune(self.directory, self.keep - 1)
@@ -161,8 +162,15 @@ class SessionLog:
                            "pid": os.getpid(), **self.header, **header}
             self.path = self.directory / f"{sid}{SUFFIX}"
             self._file = self.path.open("x", encoding="utf-8")
+            created = self.path
             self._write(self.header)
         except OSError as exc:
+            # no half-made file stays open (each later command would fail on it again: a second warning)
+            # nor on disk (the file was made by this call, with no header in it)
+            self.close()
+            if created is not None:
+                with contextlib.suppress(OSError):
+                    created.unlink()
             self._fail(f"command log not written ({self.directory}): {exc.strerror or exc}")
             return False
         return True

@@ -146,7 +146,13 @@ class Ledger:
             return
         self._told.add(message)
         self.warnings.append(LedgerNotice(code, message))
-        log.warning("%s", message)
+        log.info("%s", message)   # the CLI and the TUI show every notice: a warning here printed it twice
+
+    def write_failed(self, what: str, exc: OSError) -> None:
+        """Note that `what` could not be recorded (a full disk, a read-only state directory): a
+        `write-failed` notice naming the file and the cause."""
+        self._warn(f"the launch ledger {self.path} could not be written ({exc.strerror or exc}): what this "
+                   f"command did ({what}) is not recorded in it", "write-failed")
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:

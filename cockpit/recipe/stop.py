@@ -7,6 +7,9 @@ archiving). The stop request is noted in the ledger before the head is stopped, 
 while shutting down is judged as a stop, not a failure. A rank whose recorded container cannot be
 reached is `unreachable`: never reported stopped, and while the head is unreachable the workers are not
 stopped either (stopping them first would leave a head serving without workers) unless forced.
+
+A ledger that cannot be written (a full disk) never keeps a container running: the stops go ahead and the
+ledger keeps a `write-failed` notice for each record it could not write (`Ledger.pop_warnings`).
 """
 
 from __future__ import annotations
@@ -102,7 +105,10 @@ async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
                "answers, or `r37-cockpit stop --force` to stop the workers now")
         out += [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {why}") for i in todo if i.rank != 0]
         return sorted(out, key=lambda o: o.rank)
-    ledger.mark_stop_requested([(i.rank, i.container_id) for i in todo])
+    try:
+        ledger.mark_stop_requested([(i.rank, i.container_id) for i in todo])
+    except OSError as exc:   # the stop goes ahead: its shutdown logs may then read as failures
+        ledger.write_failed("the stop", exc)
     head = [i for i in todo if i.rank == 0]
     workers = [i for i in todo if i.rank != 0]
     out += [await _stop_one(fleet, i, ledger) for i in head]
@@ -118,5 +124,10 @@ async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome
     if not res.ok:
         why = neutralise(res.stderr.strip()) or f"exit status {res.exit_status}"
         return StopOutcome(item.rank, False, why)
-    ledger.mark_stopped(item.rank, item.container_id)
+    try:
+        ledger.mark_stopped(item.rank, item.container_id)
+    except OSError as exc:
+        ledger.write_failed("the stop", exc)
+        return StopOutcome(item.rank, True, f"stopped {item.container_id[:12]} (not recorded in the launch "
+                                            "ledger: it could not be written)")
     return StopOutcome(item.rank, True, f"stopped {item.container_id[:12]}")
