@@ -1,6 +1,7 @@
-"""A full disk under the state directory (a 64 KiB tmpfs, filled): `stop` still stops every container this
-cockpit started, then says the launch ledger could not be written (`write-failed`, the file and the cause),
-exit 1, no traceback. Needs root for the mount (skipped otherwise; CI runs as root)."""
+"""A full disk (a 64 KiB tmpfs, filled): `stop` still stops every container this cockpit started, then says
+the launch ledger could not be written (`write-failed`, the file and the cause), exit 1; `bench` names every
+record file it could not write and the cause (`write-failed`), prints its summary, exit 1 — never exit 70
+or a traceback. Needs root for the mount (skipped otherwise; CI runs as root)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,21 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from simcluster import SimCluster, prepare_hosts
 
+from cockpit.api.client import ApiClient
+from cockpit.bench import prompts as P
+from cockpit.bench.runner import BenchEvent, CellStarted, Runner
+from cockpit.bench.store import RunStore
+from cockpit.bench.suite import plan_for
 from cockpit.hosts import Fleet
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
+from cockpit.sim.engine.spawn import ready_engine
 
 
 def fill(directory: Path) -> None:
@@ -90,3 +98,50 @@ async def test_stop_on_a_full_disk_stops_first_then_says_the_ledger_was_not_writ
         data = json.loads(again.stdout)
         assert again.returncode == 0, again.stdout + again.stderr   # nothing runs now: nothing to stop
         assert [i["action"] for i in data["plan"]] == ["skip"] * len(cfg.ranks)
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with ready_engine(tmp_path_factory.mktemp("engine") / "engine.log", "--speed", "40") as url:
+        yield url
+
+
+def test_bench_into_a_full_disk_names_the_files_and_the_cause(engine: str, small_tmpfs: Path) -> None:
+    fill(small_tmpfs)
+    out = small_tmpfs / "run"
+    done = subprocess.run([sys.executable, "-m", "cockpit", "bench", "--api-url", engine, "--out", str(out)],
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+                          env=dict(os.environ))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    assert done.stdout.startswith("benchmark failed: "), done.stdout          # the summary, on the terminal
+    assert "r37-cockpit: error (write-failed): " in done.stderr
+    assert f"{out / 'config.json'}: No space left on device" in done.stderr, done.stderr
+    assert f"{out / 'summary.json'}: No space left on device" in done.stderr
+    assert "benchmark failed: the records cannot be written" in done.stderr
+    assert "records kept" not in done.stderr
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []   # no temp file left behind
+
+
+async def test_a_disk_that_fills_during_a_run_keeps_the_run_and_names_what_was_lost(
+        engine: str, small_tmpfs: Path) -> None:
+    prompts = P.load()
+    plan = replace(plan_for("quick", prompts), checks=False, concurrency=(1,), ceiling=(),
+                   prefill_sizes=(), needles=())
+    filled: list[bool] = []
+
+    def emit(event: BenchEvent) -> None:
+        if isinstance(event, CellStarted) and not filled:   # after config.json: the disk fills up
+            fill(small_tmpfs)
+            filled.append(True)
+
+    async with ApiClient(engine) as client:
+        runner = Runner(client, "deepseek-v4.1-flash", plan, prompts, store=RunStore(small_tmpfs / "run"),
+                        emit=emit)
+        await runner.run()
+    assert filled and runner.status == "complete", runner.reason
+    assert runner.summary["status"] == "complete" and runner.decode        # the figures were measured
+    assert (small_tmpfs / "run" / "config.json").exists()
+    assert {"requests.jsonl", "summary.json", "summary.md"} <= set(runner.unwritten)
+    assert set(runner.unwritten.values()) == {"No space left on device"}
+    assert any("summary.json could not be written: No space left on device" in n for n in runner.notes)
