@@ -220,6 +220,7 @@ class Launcher:
         if emit is not None:
             self.watcher.subscribe(emit)
         self.booting: dict[int, str] = {}      # rank -> container ID launched by this launcher
+        self.in_flight: set[int] = set()       # ranks whose `docker run` has begun and not answered yet
 
     @property
     def timeline(self) -> ClusterTimeline:
@@ -237,6 +238,7 @@ class Launcher:
             cmd = launch_command(self.cfg, rank)
             self._apply(tl.launched(time.time()))
             self.ledger.begin_launch(rank, self.cfg.cluster.container_name, self.fleet[rank].target)
+            self.in_flight.add(rank)   # until it answers: interrupted now, its container may run
             try:
                 res = await self.fleet[rank].run(cmd, timeout=LAUNCH_TIMEOUT)
             except (HostUnavailable, CommandTimeout) as exc:
@@ -245,6 +247,7 @@ class Launcher:
                 self._apply(tl.launch_unknown(f"host lost during docker run: {exc}", time.time()))
                 return False
             if not res.ok:
+                self.in_flight.discard(rank)
                 self.ledger.clear_pending(rank)
                 msg = neutralise(res.stderr.strip() or res.stdout.strip()) or f"exit status {res.exit_status}"
                 self._apply(tl.launch_failed(f"{cmd.line}: {msg}",
@@ -257,6 +260,7 @@ class Launcher:
                 state = await inspect_container(self.fleet, rank, self.cfg.cluster.container_name)
                 cid = state.id if state else None
             if cid is None:
+                self.in_flight.discard(rank)
                 self.ledger.clear_pending(rank)
                 self._apply(tl.launch_failed(f"{cmd.line} printed no container ID: "
                                              f"{neutralise(res.stdout.strip()[:300])!r}",
@@ -265,6 +269,7 @@ class Launcher:
             self.ledger.record(rank, cid, self.cfg.cluster.container_name, self.fleet[rank].target)
             tl.container_id, tl.owner = cid, "cockpit"
             self.booting[rank] = cid
+            self.in_flight.discard(rank)
             self._apply([RankLaunched(rank, cmd.line, cid, time.time())])
         return True
 

@@ -93,11 +93,19 @@ async def plan_stop(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> list[St
     return sorted(items, key=lambda i: stop_order(cfg.ranks).index(i.rank))
 
 
+STOP_PENDING = "not stopped (its turn had not come)"
+STOP_IN_FLIGHT = "`docker stop` was running: it may or may not have stopped (look with `r37-cockpit status`)"
+
+
 async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
-                       force: bool = False) -> list[StopOutcome]:
+                       force: bool = False, progress: dict[int, str] | None = None) -> list[StopOutcome]:
     """Stop the head first and wait for it, then every worker in parallel. An unreachable rank is an
-    outcome that is not ok; an unreachable head keeps the workers running unless `force`."""
+    outcome that is not ok; an unreachable head keeps the workers running unless `force`. `progress`, when
+    given, says per rank to stop where it is at every moment (STOP_PENDING, STOP_IN_FLIGHT, then its
+    outcome): what an interrupted stop reports."""
+    progress = progress if progress is not None else {}
     todo = [i for i in plan if i.action == "stop"]
+    progress.update({i.rank: STOP_PENDING for i in todo})
     lost = [i for i in plan if i.action == "unreachable"]
     out = [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {i.reason}") for i in lost]
     if any(i.rank == 0 for i in lost) and not force:
@@ -111,12 +119,20 @@ async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
         ledger.write_failed("the stop", exc)
     head = [i for i in todo if i.rank == 0]
     workers = [i for i in todo if i.rank != 0]
-    out += [await _stop_one(fleet, i, ledger) for i in head]
-    out += await asyncio.gather(*(_stop_one(fleet, i, ledger) for i in workers))
+    out += [await _stop_one(fleet, i, ledger, progress) for i in head]
+    out += await asyncio.gather(*(_stop_one(fleet, i, ledger, progress) for i in workers))
     return sorted(out, key=lambda o: (o.rank != 0, o.rank))
 
 
-async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome:
+async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger, progress: dict[int, str]) -> StopOutcome:
+    progress[item.rank] = STOP_IN_FLIGHT
+    outcome = await _stop_run(fleet, item, ledger)
+    progress[item.rank] = ("stopped " if outcome.ok else "NOT stopped: ") + outcome.message.removeprefix(
+        "stopped ").removeprefix(f"rank {item.rank} NOT stopped: ")
+    return outcome
+
+
+async def _stop_run(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome:
     try:
         res = await fleet[item.rank].run(dk.stop_argv(item.container_id), timeout=STOP_TIMEOUT)
     except (HostUnavailable, CommandTimeout) as exc:
