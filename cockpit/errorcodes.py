@@ -82,8 +82,10 @@ _ALL = [
               "`r37-cockpit setup env`"),
     ErrorCode("rank-failed", "a rank's container failed (crashed, OOM, exited non-zero): the cluster is down",
               "read the rank's first failure; stop all ranks, relaunch"),
-    ErrorCode("state-unknown", "the cockpit cannot tell the cluster's state (docker unreadable on a host)",
-              "look at the host named; `r37-cockpit status` again"),
+    ErrorCode("state-unknown", "the cockpit cannot tell the cluster's state (docker unreadable on a host, "
+              "or a rank not read yet)", "look at the host named; `r37-cockpit status` again"),
+    ErrorCode("launch-incomplete", "some ranks have a container, others none, and no launch is running "
+              "(an interrupted launch)", "stop what runs (`r37-cockpit stop`), then launch again"),
     ErrorCode("not-stopped", "a rank could not be stopped (host unreachable or docker failed)",
               "retry when the host is back; `--force` skips unreachable ranks"),
     ErrorCode("not-ours", "the container was not started by this cockpit", "stop it the way it was started"),

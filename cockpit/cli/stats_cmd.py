@@ -140,7 +140,16 @@ async def _start(fleet: Fleet, cfg: ClusterConfig, watcher: ClusterWatcher, moni
     await monitor.first_sample(max(0.5, deadline - time.monotonic()))
     while not watcher.looked() and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
+    # the API answers: rates need two /metrics reads, so wait for the second one (within the deadline)
+    while time.monotonic() < deadline and _rates_due(watcher, monitor):
+        await asyncio.sleep(0.1)
     monitor.judge()
+
+
+def _rates_due(watcher: ClusterWatcher, monitor: StatsMonitor) -> bool:
+    api = watcher.timeline.api
+    e = monitor.stats.engine
+    return api is not None and api.ready and (e is None or (e.interval_s is None and not e.error))
 
 
 def unsampled(fleet: Fleet, stats: ClusterStats, now: float) -> dict[int, str]:
@@ -238,7 +247,7 @@ def stats_text(stats: ClusterStats, now: float, hosts: dict[int, str]) -> str:
 def engine_text(stats: ClusterStats, now: float) -> str:
     e = stats.engine
     if e is None:
-        return "engine: no /metrics read (the API is not up)"
+        return f"engine: no /metrics read ({safe(stats.engine_note or 'the API was not read')})"
     if e.error:
         return f"engine: /metrics unreadable: {safe(e.error)}"
     kv = None if e.kv_cache_usage is None else e.kv_cache_usage * 100

@@ -124,6 +124,8 @@ class EngineSection(Strict):
 
     # hung: /metrics shows requests running while vllm:generation_tokens_total stays flat this long
     hang_after_s: Seconds = 90.0
+    # stuck: seconds a rank may stay in one boot phase; unset: the card's limits per phase (300-3600 s)
+    phase_limit_s: Seconds | None = None
     # chat and smoke: seconds to the first token (prefill of a long prompt counts), then between tokens
     first_token_timeout_s: Seconds = 300.0
     idle_timeout_s: Seconds = 60.0

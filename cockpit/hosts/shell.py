@@ -61,17 +61,18 @@ def sequence(*cmds: Cmd) -> ShellCommand:
     return ShellCommand("; ".join(f"( {line} )" if line.startswith("cd -- ") else line for line in lines))
 
 
-def every(seconds: float, cmd: Cmd, *, marker: str | None = None) -> ShellCommand:
+def every(seconds: float, cmd: Cmd, *, marker: str | None = None, status: bool = False) -> ShellCommand:
     """A long-lived loop that runs `cmd` every `seconds` (one channel, no new SSH session per sample).
 
     With `marker`, a line holding only the marker is printed after each round, so a reader can tell
-    where one sample ends.
+    where one sample ends; with `status` too, the line is `MARKER STATUS` (the command's exit status), so
+    a failed round is told from an empty one.
     """
     if seconds <= 0:
         raise ValueError("interval must be positive")
     body = as_command(cmd).line
     if marker is not None:
-        body += f"; echo {shlex.quote(marker)}"
+        body += f"; echo {shlex.quote(marker)}" + (' "$?"' if status else "")
     return ShellCommand(f"while :; do {body}; sleep {seconds:g}; done")
 
 

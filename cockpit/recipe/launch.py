@@ -233,6 +233,12 @@ class Launcher:
         """Run launch/node.sh on ranks N-1 … 1, then 0; each is followed from its first log line. False
         when one failed or its host was lost during `docker run` (later ranks are then not launched)."""
         self.watcher.start()
+        try:
+            return await self._launch_all()
+        finally:
+            self.watcher.launch_over()
+
+    async def _launch_all(self) -> bool:
         for rank in launch_order(self.cfg.ranks):
             tl = self.watcher.expect_launch(rank)
             cmd = launch_command(self.cfg, rank)
@@ -304,11 +310,14 @@ class RankStatus:
     progress: tuple[int, int] | None
     failure: Failure | None
     condition: str = "none"
+    phase_text: str = ""              # the phase as shown: "exited in …", or unknown when the log has none
+    detail: str = ""                  # why it is unknown (docker not answering, not read yet), if it is
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "target": self.target, "host": self.host,
                 "container": self.container.to_dict() if self.container else None, "owner": self.owner,
-                "condition": self.condition, "phase": self.phase.value,
+                "condition": self.condition, "phase": self.phase.value, "phase_text": self.phase_text,
+                "detail": self.detail,
                 "progress": list(self.progress) if self.progress else None,
                 "failure": self.failure.to_dict() if self.failure else None}
 
@@ -338,7 +347,8 @@ def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline) -
         owner: Owner = tl.owner if tl.container is not None else (
             "unknown" if tl.condition == "unknown" or not fleet[rank].status.connected else "none")
         ranks.append(RankStatus(rank, fleet[rank].target, fleet[rank].status.state.value, tl.container, owner,
-                                tl.phase, tl.progress, tl.failure, tl.condition))
+                                tl.phase, tl.progress, tl.failure, tl.condition, tl.phase_text,
+                                tl.unknown or tl.pending))
     live = timeline.engine_liveness()
     return StatusReport(ranks, timeline.api or NO_ENGINE, timeline.compute_verdict(),
                         live.state if live is not None else "unknown")

@@ -76,6 +76,9 @@ class StatsMonitor:
     def judge(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         timeline = self.watcher.timeline if self.watcher is not None else None
+        api = timeline.api if timeline is not None else None
+        self.stats.engine_note = ("the API was not read yet" if api is None
+                                  else "" if api.ready else f"API: {api.message}")
         found = findings(self.stats, self.cfg.stats, timeline, self.fleet.statuses, now)
         self.stats.set_alerts(self.book.update(found, now, self.interval_s))
         for listener in list(self._listeners):

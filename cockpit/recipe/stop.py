@@ -15,6 +15,7 @@ ledger keeps a `write-failed` notice for each record it could not write (`Ledger
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -97,10 +98,13 @@ STOP_PENDING = "not stopped (its turn had not come)"
 STOP_IN_FLIGHT = "`docker stop` was running: it may or may not have stopped (look with `r37-cockpit status`)"
 
 
-async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
-                       force: bool = False, progress: dict[int, str] | None = None) -> list[StopOutcome]:
+async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *, force: bool = False,
+                       noted: Callable[[list[int]], None] | None = None,
+                       progress: dict[int, str] | None = None) -> list[StopOutcome]:
     """Stop the head first and wait for it, then every worker in parallel. An unreachable rank is an
-    outcome that is not ok; an unreachable head keeps the workers running unless `force`. `progress`, when
+    outcome that is not ok; an unreachable head keeps the workers running unless `force`. `noted` is told
+    the ranks once their stop request is in the ledger, before anything is stopped (a live model then
+    reads what they print as their shutdown at once, not at its next look at the ledger). `progress`, when
     given, says per rank to stop where it is at every moment (STOP_PENDING, STOP_IN_FLIGHT, then its
     outcome): what an interrupted stop reports."""
     progress = progress if progress is not None else {}
@@ -115,8 +119,10 @@ async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
         return sorted(out, key=lambda o: o.rank)
     try:
         ledger.mark_stop_requested([(i.rank, i.container_id) for i in todo])
-    except OSError as exc:   # the stop goes ahead: its shutdown logs may then read as failures
+    except OSError as exc:   # a full disk: the stop goes ahead all the same (said once, at the end)
         ledger.write_failed("the stop", exc)
+    if noted is not None:
+        noted([i.rank for i in todo])
     head = [i for i in todo if i.rank == 0]
     workers = [i for i in todo if i.rank != 0]
     out += [await _stop_one(fleet, i, ledger, progress) for i in head]

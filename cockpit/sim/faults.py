@@ -33,6 +33,8 @@ DESCRIPTIONS: dict[str, str] = {
     "traceback-on-stop": "the engine prints a Python traceback while it shuts down on SIGTERM (still exit 0)",
     "lost-during-run": "docker run starts the container, then the host vanishes (host-down) before answering",
     "host-down": "the host vanishes: SSH refused/unreachable (handled by the demo server and the lab)",
+    "slow-docker": 'a busy host: docker inspect answers late and docker logs lags its log by that long '
+                   '(params: {"delay_s": N}, default 8)',
 }
 assert set(DESCRIPTIONS) == set(layout.FAULTS), "every fault needs a description"
 

@@ -29,6 +29,6 @@ async def test_tui_shows_lost_and_reconnected(demo_cluster) -> None:
         finally:
             demo_cluster.fault(0, "host-down", on=False)
         assert lost_after <= 10.5
-        assert "ranks down: 0" in str(app.query_one("#cluster-header").render())
+        assert "rank 0 down" in str(app.query_one("#cluster-header").render())
         await _until(pilot, lambda: pane.statuses[0].state is HostState.CONNECTED, 30)
         await asyncio.sleep(0)

@@ -889,6 +889,14 @@ def _since_ns(text: str) -> int:
     return _docker.parse_time_ns(text.replace("+00:00", ""))
 
 
+def _slow_docker_s() -> float:
+    """The `slow-docker` fault's delay in seconds (0: off)."""
+    if not _host.fault("slow-docker"):
+        return 0.0
+    value = _host.fault_params("slow-docker").get("delay_s", 8)
+    return float(value) if isinstance(value, (int, float)) and 0 < value <= 120 else 8.0
+
+
 def cmd_logs(args: list[str]) -> int:
     follow = _flag(args, "-f", "--follow")
     stamps = _flag(args, "-t", "--timestamps")
@@ -904,6 +912,7 @@ def cmd_logs(args: list[str]) -> int:
     if c is None:
         raise DockerError(f"Error response from daemon: No such container: {args[0]}")
     since_ns = _since_ns(since) if since else 0
+    lag = _slow_docker_s()
 
     def emit(line: str) -> None:
         try:
@@ -912,6 +921,10 @@ def cmd_logs(args: list[str]) -> int:
             return
         if since_ns and _docker.parse_time_ns(rec["time"]) < since_ns:
             return
+        if lag:     # a busy host: each line leaves `lag` seconds after it was written
+            wait = _docker.parse_time_ns(rec["time"]) / 1e9 + lag - time.time()
+            if wait > 0:
+                time.sleep(wait)
         stream = sys.stdout if rec.get("stream") == "stdout" else sys.stderr
         stream.write((rec["time"] + " " if stamps else "") + rec["log"])
         stream.flush()
@@ -1056,6 +1069,8 @@ def main(argv: list[str] | None = None) -> int:
     if _host.fault("docker-down"):
         sys.stderr.write(("docker: " if sub == "run" else "") + DOWN + "\n")
         return 1
+    if sub == "inspect" and _slow_docker_s():
+        time.sleep(_slow_docker_s())
     try:
         return COMMANDS[sub](args)
     except DockerError as e:

@@ -48,7 +48,7 @@ SHORT = 30              # a pane fewer rows high than this compacts the timeline
 
 VERDICT_STYLE = {"idle": "muted", "launching": "warn.soft", "ready": "ok", "down": "alarm",
                  "host-lost": "fail", "unknown": "unknown", "hung": "alarm", "stopped": "bold",
-                 "stopping": "warn.soft"}
+                 "stopping": "warn.soft", "incomplete": "fail"}
 
 
 class LaunchPane(Pane):
@@ -389,7 +389,8 @@ class LaunchPane(Pane):
             async with ClusterLock(self.ctx.fleet, self.cfg, "stop") as lock:
                 if lock.warning:   # a stale lock taken over: said, as for a launch
                     self.notify(lock.warning, severity="warning")
-                outcomes = await execute_stop(self.ctx.fleet, plan, self.ctx.watcher.ledger)
+                outcomes = await execute_stop(self.ctx.fleet, plan, self.ctx.watcher.ledger,
+                                              noted=self.ctx.watcher.expect_stop)
         except LockError as exc:
             self.note(f"stop {exc}", "fail")
             return
