@@ -243,7 +243,15 @@ class Launcher:
             tl = self.watcher.expect_launch(rank)
             cmd = launch_command(self.cfg, rank)
             self._apply(tl.launched(time.time()))
-            self.ledger.begin_launch(rank, self.cfg.cluster.container_name, self.fleet[rank].target)
+            try:
+                self.ledger.begin_launch(rank, self.cfg.cluster.container_name, self.fleet[rank].target)
+            except OSError as exc:   # a full disk: a container the ledger does not list, `stop` never stops
+                self._apply(tl.launch_failed(
+                    f"the launch ledger {self.ledger.path} cannot be written ({exc.strerror or exc}): rank "
+                    f"{rank} was not launched (`r37-cockpit stop` stops only containers recorded there)",
+                    "free space (or fix the permissions) where the ledger lives, then launch again; stop "
+                    "the ranks already started first (head first)", time.time()))
+                return False
             self.in_flight.add(rank)   # until it answers: interrupted now, its container may run
             try:
                 res = await self.fleet[rank].run(cmd, timeout=LAUNCH_TIMEOUT)
@@ -272,7 +280,10 @@ class Launcher:
                                              f"{neutralise(res.stdout.strip()[:300])!r}",
                                              "check docker on that host", time.time()))
                 return False
-            self.ledger.record(rank, cid, self.cfg.cluster.container_name, self.fleet[rank].target)
+            try:
+                self.ledger.record(rank, cid, self.cfg.cluster.container_name, self.fleet[rank].target)
+            except OSError as exc:   # its pending record (written above) still lets the watcher adopt it
+                self.ledger.write_failed(f"rank {rank}'s container {cid[:12]}", exc)
             tl.container_id, tl.owner = cid, "cockpit"
             self.booting[rank] = cid
             self.in_flight.discard(rank)

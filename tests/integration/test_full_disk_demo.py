@@ -145,3 +145,27 @@ async def test_a_disk_that_fills_during_a_run_keeps_the_run_and_names_what_was_l
     assert {"requests.jsonl", "summary.json", "summary.md"} <= set(runner.unwritten)
     assert set(runner.unwritten.values()) == {"No space left on device"}
     assert any("summary.json could not be written: No space left on device" in n for n in runner.notes)
+
+
+async def test_a_launch_onto_a_full_disk_starts_nothing_and_names_the_ledger(
+        fresh_demo_cluster: SimCluster, small_tmpfs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(small_tmpfs))
+    cfg = fresh_demo_cluster.config
+    ledger = Ledger(cfg)
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        await prepare_hosts(fleet, cfg)
+        ledger.path.parent.mkdir(parents=True, exist_ok=True)
+        fill(small_tmpfs)
+        launcher = L.Launcher(fleet, cfg, ledger=ledger, poll_interval=0.3)
+        try:
+            assert await launcher.launch() is False          # was an OSError: exit 70
+        finally:
+            await launcher.close()
+        first = L.launch_order(cfg.ranks)[0]
+        failure = launcher.timeline.ranks[first].failure
+        assert failure is not None and f"the launch ledger {ledger.path} cannot be written (No space left " \
+            "on device)" in failure.cause, failure
+        assert launcher.booting == {} and launcher.in_flight == set()
+        for rank in cfg.ranks:                                # nothing was started that stop could not stop
+            assert await L.inspect_container(fleet, rank, cfg.cluster.container_name) is None
