@@ -291,12 +291,12 @@ class BenchPane(Pane):
             try:
                 await ready.runner.run()
             finally:
-                if ready.runner.summary:
-                    self.finish(ready.runner.summary, ready.out)
                 if ready.runner.unwritten:   # a full disk: say what was not kept, and why
                     self.notify(safe("record files not written: " + "; ".join(
                         f"{ready.out / name}: {why}" for name, why in ready.runner.unwritten.items()), 600),
                         title="write-failed", severity="error", markup=False)
+                if ready.runner.summary:
+                    self.finish(ready.runner.summary, ready.out)
                 else:       # the run broke before it could sum up (the error line says why)
                     self.phase, self.runner = "idle", None
                     self._changed()
