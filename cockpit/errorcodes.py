@@ -89,6 +89,8 @@ _ALL = [
     ErrorCode("not-stopped", "a rank could not be stopped (host unreachable or docker failed)",
               "retry when the host is back; `--force` skips unreachable ranks"),
     ErrorCode("not-ours", "the container was not started by this cockpit", "stop it the way it was started"),
+    ErrorCode("fabric-failed", "a pair of ranks failed the fabric test or is slow (ib_write_bw/ib_write_lat)",
+              "the test names the slow link and its remedy: cable/port, MTU, GID index, PFC"),
     # the engine's API
     ErrorCode("api-unreachable", "nothing answers on the API (tunnel down or engine not listening)",
               "check the tunnel to rank 0 and that the engine is up"),

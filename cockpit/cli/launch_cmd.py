@@ -15,6 +15,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from cockpit.cli.commands import SUMMARY
@@ -41,6 +42,7 @@ from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.lock import ClusterLock, LockError, LockHeld
 from cockpit.recipe.phases import Phase
 from cockpit.recipe.preflight import preflight_results
+from cockpit.recipe.recording import recorded
 from cockpit.recipe.replace import execute_replace
 from cockpit.recipe.stop import execute_stop, plan_stop
 from cockpit.recipe.watch import phase_limits
@@ -213,8 +215,11 @@ def live_emitter(args: argparse.Namespace, block: LiveBlock, t0: float) -> Calla
 
 async def preflight_gate(fleet: Fleet, cfg: ClusterConfig) -> tuple[list[str], str]:
     """Failures of the preflight that must pass before a launch, and which preflight ran."""
+    from cockpit.locations import state_dir
+    from cockpit.recipe.fabric import gate_failure
     final = await preflight_results(fleet, cfg)
-    return L.preflight_failures(final.results), "full preflight"
+    fabric = gate_failure(cfg, state_dir())      # [fabric] require_passed
+    return L.preflight_failures(final.results) + ([fabric] if fabric else []), "full preflight"
 
 
 # ---- launch -------------------------------------------------------------------------------------------
@@ -367,7 +372,8 @@ async def _status(cfg: ClusterConfig, watch_engine: float = 0.0,
                   ledger: Ledger | None = None) -> L.StatusReport:
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
-        return await L.cluster_status(fleet, cfg, ledger, watch_engine=watch_engine)
+        with recorded(cfg, "status --watch-engine") if watch_engine > 0 else nullcontext() as recording:
+            return await L.cluster_status(fleet, cfg, ledger, watch_engine=watch_engine, recording=recording)
 
 
 def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
@@ -375,7 +381,7 @@ def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
     for r in report.ranks:
         c = r.container
         state = c.status if c else "-"
-        exit_ = str(c.exit_code) + (" OOM" if c.oom_killed else "") if c and c.exited else "-"
+        exit_ = str(c.exit_code) + (" OOM" if c.oom_killed else "") if c and c.ended else "-"
         prog = f"{r.progress[0]}/{r.progress[1]}" if r.progress and r.phase is Phase.LOADING else ""
         rows.append([str(r.rank), r.target, r.host, c.short_id if c else "-", state, exit_, r.owner,
                      r.condition.upper() if r.condition in ("failed", "unknown") else r.condition,

@@ -34,14 +34,18 @@ from cockpit.cli.common import (
     table,
     usage_error,
 )
+from cockpit.cli.stats_range import add_options as add_range_options
+from cockpit.cli.stats_range import run_range
 from cockpit.config import ClusterConfig, split_listen
 from cockpit.config.models import STATS_INTERVAL_S
 from cockpit.hosts import Fleet
 from cockpit.recipe.monitor import StatsMonitor
+from cockpit.recipe.recording import recorded
 from cockpit.recipe.watch import ClusterWatcher
 from cockpit.safetext import safe
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats, RankStats
 from cockpit.telemetry.exporter import ExporterError, MetricsServer
+from cockpit.telemetry.notify import notifier_for
 from cockpit.telemetry.stats_json import stats_dict
 
 GIB = 1 << 30
@@ -67,12 +71,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds to wait for the first full sample (default: ssh.connect_timeout + 10 + "
                         "3 intervals)")
+    add_range_options(p, mode)
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     _, cfg = load(args)
+    if args.since is not None or args.until is not None or args.rank is not None or args.step is not None:
+        return run_range(args, cfg)         # a recorded window (cockpit/cli/stats_range.py)
     interval = _interval(args, cfg)
     listen = _listen(args, cfg)
     timeout = args.timeout if args.timeout is not None else cfg.ssh.connect_timeout + 10 + 3 * interval
@@ -322,7 +329,7 @@ async def _watch(args: argparse.Namespace, cfg: ClusterConfig, interval: float, 
         loop.add_signal_handler(sig, stop.set)
     try:
         async with _sampling(cfg, interval) as (fleet, watcher, monitor):
-            with _serving(monitor.stats, listen):
+            with _serving(monitor.stats, listen), recorded(cfg, "stats --watch", watcher, monitor):
                 await _until(stop, _start(fleet, cfg, watcher, monitor, timeout))
                 if stop.is_set():
                     return EXIT_OK
@@ -332,12 +339,24 @@ async def _watch(args: argparse.Namespace, cfg: ClusterConfig, interval: float, 
                 printer = Watcher(args, monitor.stats, {r: fleet[r].target for r in cfg.ranks})
                 ticked = asyncio.Event()
                 monitor.subscribe(ticked.set)
-                printer.emit()
-                while not stop.is_set():
-                    ticked.clear()
-                    await _until(stop, ticked.wait())
-                    if not stop.is_set():
-                        printer.emit()
+                notifier = notifier_for(cfg.alerts, cfg.cluster.name)
+                if notifier is not None:        # [alerts] command: every alert raised or cleared
+                    notifier.start()
+                    def judged() -> None:
+                        notifier.observe(monitor.stats.alerts)
+                    monitor.subscribe(judged)
+                    judged()
+                try:
+                    printer.emit()
+                    while not stop.is_set():
+                        ticked.clear()
+                        await _until(stop, ticked.wait())
+                        if not stop.is_set():
+                            printer.emit()
+                finally:
+                    if notifier is not None:
+                        await notifier.drain(min(5.0, notifier.timeout_s + 1))
+                        await notifier.close()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

@@ -216,3 +216,37 @@ def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequ
         f"printf 'E\\n'; read -r -t {interval_s:g} -u 3; done"
     )
     return ShellCommand(f"exec bash -c {shlex.quote(loop)}")
+
+
+PERFTEST_TOOLS = ("ib_write_bw", "ib_write_lat")
+PID_TAG = "R37PID"
+
+
+def perftest(tool: str, hca: str, gid_index: int, port: int, size: int, iterations: int, deadline_s: float,
+             server_ip: str | None = None) -> ShellCommand:
+    """One side of a perftest run, bounded by `timeout` (TERM at the deadline, KILL 2 s later): the
+    server without `server_ip` (it first prints `R37PID PID`, the pid to end it by: `sh -c` prints its own
+    pid, then `exec` makes that process the `timeout`), the client with it.
+    `--report_gbits` for the bandwidth test."""
+    if tool not in PERFTEST_TOOLS:
+        raise ValueError(f"unknown perftest tool: {tool!r}")
+    if not _LABEL.match(hca):
+        raise ValueError(f"bad HCA name: {hca!r}")
+    argv = ["timeout", "-k", "2", f"{max(1, round(deadline_s))}", tool, "-d", hca, "-i", "1",
+            "-x", str(int(gid_index)), "-p", str(int(port)), "-s", str(int(size)), "-n", str(int(iterations)),
+            "-F"]
+    if tool == "ib_write_bw":
+        argv.append("--report_gbits")
+    if server_ip is not None:
+        return ShellCommand(shlex.join([*argv, server_ip]))
+    return ShellCommand("sh -c " + shlex.quote(f"echo {PID_TAG} $$; exec {shlex.join(argv)}"))
+
+
+def end_perftest(pid: int) -> ShellCommand:
+    """TERM to the perftest server this cockpit started (by its pid), only while that pid still runs a
+    perftest tool (a pid used again by another program is left alone); quiet when it is gone."""
+    if pid <= 1:
+        raise ValueError(f"bad pid: {pid}")
+    p = int(pid)
+    return ShellCommand(f"if grep -qa -e ib_write_bw -e ib_write_lat /proc/{p}/cmdline 2>/dev/null; then "
+                        f"kill -TERM {p} 2>/dev/null; fi; true")

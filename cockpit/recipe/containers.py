@@ -57,11 +57,25 @@ class ContainerState:
         return self.status in ("exited", "dead")
 
     @property
+    def start_failed(self) -> bool:
+        """Created, then its start failed (`docker run -d` printed its ID and exited 125/127): it never ran,
+        holds the name, and `State.Error` says why. A plain `created` (no error) may be starting now."""
+        return self.status == "created" and not self.running and bool(self.error)
+
+    @property
+    def ended(self) -> bool:
+        """Not running and never will by itself: exited, dead, or a start that failed."""
+        return self.exited or self.start_failed
+
+    @property
     def short_id(self) -> str:
         return self.id[:12]
 
     def exit_reason(self) -> str:
-        """A sentence for an exited container: OOM kill, signal, or exit code."""
+        """A sentence for an exited container: OOM kill, signal, or exit code (or why it never started)."""
+        if self.start_failed:
+            shown = f" (exit code {self.exit_code})" if self.exit_code is not None else ""
+            return f"created but never started{shown}: {self.error}"
         if self.oom_killed:
             return f"killed by the out-of-memory killer (exit code {self.exit_code})"
         code = self.exit_code
@@ -226,7 +240,14 @@ def rm_argv(container_id: str) -> list[str]:
 
 
 def image_id_argv(image: str) -> list[str]:
-    return ["docker", "image", "inspect", image, "--format", "{{.Id}}"]
+    """`docker image inspect` as one JSON object: `.Id` and what tells the image stores apart
+    (`cockpit.recipe.image_identity`)."""
+    return ["docker", "image", "inspect", image, "--format", "{{json .}}"]
+
+
+def archive_ids_argv(archive: str) -> list[str]:
+    """The runtime archive's `index.json` and `manifest.json`, back to back (tar skips the blobs)."""
+    return ["tar", "-xOf", archive, "index.json", "manifest.json"]
 
 
 def worth_following(before: ContainerState | None, now: ContainerState | None) -> bool:

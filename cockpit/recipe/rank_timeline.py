@@ -273,6 +273,15 @@ class RankTimeline:
         self.container_id = self.container_id or state.id
         self.unknown = ""
         events: list[LaunchEvent] = []
+        if state.start_failed and self.failure is None:
+            # docker created it but could not start it: it never ran, holds the name (`created`)
+            self.failure = Failure(self.rank, "container created, never started",
+                                   "fix the cause docker names; `r37-cockpit launch --replace-stopped` "
+                                   "clears a container this cockpit created (after archiving its log) and "
+                                   "launches",
+                                   f"container {state.name} {state.exit_reason()}", self._context(self._seq),
+                                   state.created_at or at, "container", 0, state.exit_reason())
+            return [RankFailed(self.failure)]
         if state.running or state.exited:
             events += self.enter(Phase.RUNNING, state.started_at or at)
         if state.exited and not self.stopped and self._was_stopped(state):

@@ -24,6 +24,7 @@ from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, command
 from cockpit.recipe import containers as dk
 from cockpit.recipe.launch import inspect_container
 from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.recording import note_action
 from cockpit.safetext import neutralise
 
 STOP_TIMEOUT = 90.0
@@ -127,6 +128,8 @@ async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *, fo
     workers = [i for i in todo if i.rank != 0]
     out += [await _stop_one(fleet, i, ledger, progress) for i in head]
     out += await asyncio.gather(*(_stop_one(fleet, i, ledger, progress) for i in workers))
+    for o in out:
+        note_action(ledger.cfg, "stop", f"rank {o.rank}: {o.message}", rank=o.rank, data={"ok": o.ok})
     return sorted(out, key=lambda o: (o.rank != 0, o.rank))
 
 
@@ -150,6 +153,20 @@ async def _stop_run(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome
         ledger.mark_stopped(item.rank, item.container_id)
     except OSError as exc:
         ledger.write_failed("the stop", exc)
-        return StopOutcome(item.rank, True, f"stopped {item.container_id[:12]} (not recorded in the launch "
-                                            "ledger: it could not be written)")
-    return StopOutcome(item.rank, True, f"stopped {item.container_id[:12]}")
+        return StopOutcome(item.rank, True, await _how_it_stopped(fleet, item)
+                           + " (not recorded in the launch ledger: it could not be written)")
+    return StopOutcome(item.rank, True, await _how_it_stopped(fleet, item))
+
+
+async def _how_it_stopped(fleet: Fleet, item: StopItem) -> str:
+    """"stopped ID", and when docker had to kill it after its timeout (a PID 1 without a SIGTERM handler,
+    or an engine that did not finish its shutdown in time: exit 137), that it was still this stop."""
+    done = f"stopped {item.container_id[:12]}"
+    try:
+        state = await inspect_container(fleet, item.rank, item.container_id)
+    except (HostUnavailable, CommandTimeout):
+        return done
+    if state is None or not state.exited or state.oom_killed or state.exit_code != 137:
+        return done
+    return (f"{done}: it did not exit on SIGTERM, so docker killed it when its stop timeout ran out "
+            "(exit 137, SIGKILL) — stopped by this cockpit, not a crash")

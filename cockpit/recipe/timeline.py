@@ -50,7 +50,7 @@ __all__ = [
     "event_dict", "settled",
 ]
 
-READ_SKEW = 2.0              # seconds of clock difference allowed between two hosts' log clocks
+READ_SKEW = 1.0              # seconds of clock difference allowed between two hosts' log clocks
 
 
 def _stopped_within(stats: list[tuple[float, float, float, int, int]], i: int) -> float | None:
@@ -112,7 +112,7 @@ class ClusterTimeline:
                 continue
             if t.host_lost_since is not None or t.unknown or (t.container is None and not t.spans):
                 continue
-            if t.read_to + READ_SKEW < first_at:
+            if t.read_to < first_at + READ_SKEW:        # its clock may be behind: read a little past
                 out.append(r)
         return out
 

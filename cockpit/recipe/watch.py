@@ -29,6 +29,7 @@ from cockpit.recipe.lock import LockError, read_lock
 from cockpit.recipe.phases import PHASE_INDEX, PHASES, Phase
 from cockpit.recipe.timeline import (
     DEFAULT_STUCK_LIMITS,
+    READ_SKEW,
     ClusterTimeline,
     LaunchEvent,
     RankFailed,
@@ -139,6 +140,10 @@ class ClusterWatcher:
                 return False
         if self._needs_lock() and self.timeline.launch_in_progress is None:
             return False
+        v = self.timeline.compute_verdict()
+        if v.state == "down" and v.first_failed is None and any(
+                t.failure is not None and not t.failure.secondary for t in self.timeline.ranks.values()):
+            return False       # who failed first is still being read from the other ranks' logs
         head = min(self.timeline.ranks)
         return self._api_probed or not self.probe_api or self.fleet[head].status.down
 
@@ -350,10 +355,12 @@ class ClusterWatcher:
         for rank in self.timeline.blame_pending(first_at):
             task = self._catching_up.get(rank)
             if rank in self._tail_read and (task is None or task.done()):
-                self._catching_up[rank] = asyncio.create_task(self._catch_up(rank), name=f"catch-up-{rank}")
+                self._catching_up[rank] = asyncio.create_task(self._catch_up(rank, first_at),
+                                                              name=f"catch-up-{rank}")
 
-    async def _catch_up(self, rank: int) -> None:
+    async def _catch_up(self, rank: int, first_at: float) -> None:
         tl = self.timeline[rank]
+        await asyncio.sleep(max(0.0, first_at + READ_SKEW - time.time()))   # what it may still write then
         container = tl.container_id or self.cfg.cluster.container_name
         fed = self._fed.get(rank, ResumePoint())
         began = time.time()
@@ -489,13 +496,15 @@ class ClusterWatcher:
         at = time.time()
         if head.rank not in self._from_start and not head.ready and head.spans:
             at = head.spans[-1].start     # found serving: it has been since its last boot line, not "now"
+        # what the probe changed is published before anything else is awaited: a model changed but not yet
+        # announced would let another event publish its verdict first (and a reader stop on it)
         events = self.timeline.mark_api(ready, at)
-        if ready.ready and ready.url:
-            events += await self._read_metrics(ready.url)
         self._api_probed = True
         if head.pending == READING_API:
             self._mark_read(head.rank)
         self.apply(events)
+        if ready.ready and ready.url:
+            self.apply(await self._read_metrics(ready.url))
 
     async def _read_metrics(self, url: str) -> list[LaunchEvent]:
         """One /metrics read over a kept connection: the liveness series, then every metrics listener."""

@@ -141,7 +141,7 @@ def test_verdict_blames_the_root_cause_rank_not_the_one_reporting_a_dead_peer() 
     assert "reading rank 1, 2, 3's log" in cluster.verdict.summary
     assert not settled(cluster, now=5.0 + SECONDARY_GRACE)
     for r in (1, 2, 3):
-        cluster[r].read_to = 5.5
+        cluster[r].read_to = 7.5
     cluster.settle([])
     assert cluster.verdict.first_failed == 0
     assert not settled(cluster, now=6.0)  # waits for the root cause ...
