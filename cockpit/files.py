@@ -1,4 +1,13 @@
-"""Files the cockpit writes on the admin box: atomically, durably, never over an existing file unless asked.
+"""Files the cockpit reads and writes on the admin box: read bounded, written atomically, durably, never over
+an existing file unless asked.
+
+Reading (`read_bounded`, `read_json`, `open_regular`): every local file the cockpit reads (cluster.toml,
+the launch ledger, ui.json, theme files, command-log sessions, bench summaries and prompt files, chat
+sessions and tools) is opened with O_NONBLOCK and checked with fstat on the open descriptor, so a FIFO,
+a device (a link to /dev/zero) or a socket is refused at once instead of hanging or streaming forever; a
+directory is IsADirectoryError; the size is capped (one byte over the cap is read, never more); JSON is
+parsed with its nesting depth bounded (a RecursionError never escapes). Every refusal is `NotReadable`
+with the path and a reason; a missing file stays FileNotFoundError.
 
 `write_atomic` writes a whole file and `AtomicFile` streams one (a saved log, a log archive). Both write a
 temp file beside the target (`create_temp`: the mode less the umask, never through a symlink, a fresh name),
@@ -13,11 +22,100 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import IO, Any, Literal, Self
+
+MAX_JSON_DEPTH = 64
+"""Nesting any JSON file of the cockpit's needs at most (a ledger: 4; a chat session: about 8)."""
+
+
+class NotReadable(Exception):
+    """A local file that is not what the cockpit reads: `kind` says why (`not-regular`: a FIFO, device or
+    socket; `too-large`: over the cap; `malformed`: not UTF-8 / not JSON / nested too deeply / wrong types),
+    `reason` says it in words."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str,
+                 kind: Literal["not-regular", "too-large", "malformed"] = "malformed"):
+        super().__init__(f"{path}: {reason}")
+        self.path = Path(path)
+        self.reason = reason
+        self.kind = kind
+
+
+def size_words(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n >> 10} KiB"
+
+
+def open_regular(path: str | os.PathLike[str]) -> IO[bytes]:
+    """`path` opened for reading in binary, only if it is a regular file (symlinks are followed, and the
+    file they reach must be regular). Never waits on a FIFO: NotReadable for one, for a device or a socket;
+    IsADirectoryError for a directory; other OSErrors (missing, permission) as they come."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise NotReadable(path, "is not a regular file (a device, FIFO or socket)", "not-regular")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def read_bounded(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of the regular file `path`, at most `max_bytes` (NotReadable beyond: only one byte more is
+    ever read)."""
+    with open_regular(path) as fh:
+        raw = fh.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise NotReadable(path, f"is larger than {size_words(max_bytes)}", "too-large")
+    return raw
+
+
+def json_depth_ok(value: object, max_depth: int = MAX_JSON_DEPTH) -> bool:
+    """Whether `value` nests lists and objects at most `max_depth` deep (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > max_depth:
+            return False
+        stack.extend((child, depth + 1) for child in children)
+    return True
+
+
+def loads_bounded(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads` whose only failure is ValueError: also for nesting deeper than `max_depth` (also one
+    deep enough to raise RecursionError inside the parser)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    if not json_depth_ok(value, max_depth):
+        raise ValueError(f"JSON nested more than {max_depth} deep")
+    return value
+
+
+def read_json(path: str | os.PathLike[str], max_bytes: int, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """A local JSON file read bounded (`read_bounded`) and parsed with its depth bounded; NotReadable for
+    anything that is not such a file (not UTF-8, not JSON, too deep, too large, not regular)."""
+    raw = read_bounded(path, max_bytes)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotReadable(path, f"is not UTF-8 text (byte {exc.start})") from None
+    try:
+        return loads_bounded(text, max_depth)
+    except ValueError as exc:
+        raise NotReadable(path, f"is not JSON ({str(exc)[:120]})") from None
 
 
 def create_temp(directory: Path, name: str, mode: int = 0o666) -> tuple[int, Path]:

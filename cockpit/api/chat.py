@@ -13,7 +13,7 @@ from typing import Any
 
 from cockpit.api.stream import ChatResult, ToolCall
 from cockpit.constants import SERVED_MODEL
-from cockpit.files import write_atomic
+from cockpit.files import NotReadable, loads_bounded, read_bounded, write_atomic
 
 EFFORT_LEVELS = {"low": 25, "high": 50, "xhigh": 75, "max": 100}
 DEFAULT_EFFORT = "xhigh"
@@ -22,6 +22,7 @@ DEFAULT_TOP_P = 0.95
 MAX_IMAGES_PER_MESSAGE = 4
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 MAX_HISTORY_MESSAGES = 2000
+MAX_JSON_FILE_BYTES = 64 * 1024 * 1024   # a saved chat session (its images inline) or a tools file
 SESSION_FORMAT = "r37-cockpit.chat"
 SESSION_VERSION = 1
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -229,7 +230,9 @@ def validate_tools(tools: Any, *, source: str) -> list[dict[str, Any]]:
 def read_json_file(p: Path) -> Any:
     """A JSON file's content; every way it can fail is a ``FileInputError`` naming the file and reason."""
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return loads_bounded(read_bounded(p, MAX_JSON_FILE_BYTES).decode("utf-8"))
+    except NotReadable as exc:
+        raise FileInputError(p, exc.reason) from None
     except FileNotFoundError:
         raise FileInputError(p, "no such file") from None
     except OSError as exc:
@@ -238,6 +241,8 @@ def read_json_file(p: Path) -> Any:
         raise FileInputError(p, "not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise FileInputError(p, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except ValueError as exc:  # nested too deeply
+        raise FileInputError(p, str(exc)) from None
 
 
 def load_tools(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

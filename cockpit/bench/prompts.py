@@ -22,6 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from cockpit.files import NotReadable, loads_bounded, read_bounded
+
 FORMAT = "r37-cockpit.bench.prompts"
 VERSION = 1
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -137,19 +139,18 @@ def load(path: str | os.PathLike[str] | None = None) -> PromptSet:
     p = Path(path)
     source = str(p)
     try:
-        with p.open("rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+        data = read_bounded(p, MAX_FILE_BYTES)
+    except NotReadable as exc:
+        raise PromptFileError(source, "(file)", exc.reason) from None
     except OSError as exc:
         raise PromptFileError(source, "(file)", exc.strerror or str(exc)) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise PromptFileError(source, "(file)", f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
     try:
-        raw = json.loads(data.decode("utf-8"))
+        raw = loads_bounded(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise PromptFileError(source, "(file)", "not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise PromptFileError(source, "(file)", f"not JSON: {exc.msg} at line {exc.lineno}") from None
-    except RecursionError:
+    except ValueError:
         raise PromptFileError(source, "(file)", "JSON nested too deeply") from None
     return parse(raw, source)
 

@@ -110,6 +110,7 @@ class Runner:
         self.checks: list[dict[str, Any]] = []
         self.idle_probe: list[dict[str, Any]] = []
         self.notes: list[str] = []
+        self.unwritten: dict[str, str] = {}   # record file -> why it could not be written (a full disk)
         self.models: list[ModelInfo] = []
         self.metrics_before: str | None = None
         self.metrics_after: str | None = None
@@ -264,10 +265,14 @@ class Runner:
         self.config.update({"plan": self.plan.to_dict(), "prompts": self.prompts.to_dict(),
                             "model": self.model, "context_length": context, "run_tag": self.tag})
         if self.store is not None:
-            self.store.write_json("config.json", self.config)
-            self.store.write_json("models.json", [_model(m) for m in self.models])
+            self._write("config.json", json.dumps(self.config, indent=2, ensure_ascii=False) + "\n")
+            self._write("models.json", json.dumps([_model(m) for m in self.models], indent=2,
+                                                  ensure_ascii=False) + "\n")
             if self.metrics_before is not None:
-                self.store.write_text("metrics-before.prom", self.metrics_before)
+                self._write("metrics-before.prom", self.metrics_before)
+            if self.unwritten:   # nothing can be kept: do not spend the engine's time on a run
+                raise RunFailed(f"the records cannot be written in {self.store.directory}: "
+                                + "; ".join(f"{name}: {why}" for name, why in self.unwritten.items()))
 
     async def _warmup(self) -> None:
         cat = self.plan.categories[0] if self.plan.categories else next(iter(self.prompts.categories))
@@ -384,10 +389,25 @@ class Runner:
 
     # ---- records --------------------------------------------------------------------------------
 
+    def _write(self, name: str, text: str) -> bool:
+        """Write one record file; a failure (a full disk) is kept in `unwritten` with its cause, never
+        raised: the run and the other files go on."""
+        assert self.store is not None
+        try:
+            self.store.write_text(name, text)
+        except OSError as exc:
+            first = name not in self.unwritten
+            self.unwritten[name] = exc.strerror or str(exc)
+            if first:
+                self.note(f"{self.store.directory / name} could not be written: {self.unwritten[name]}")
+            return False
+        self.unwritten.pop(name, None)   # written now (space freed since)
+        return True
+
     def _save_records(self) -> None:
         if self.store is not None:
             lines = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in self.records)
-            self.store.write_text("requests.jsonl", lines)
+            self._write("requests.jsonl", lines)
 
     async def _end(self) -> None:
         self.ended_at = time.time()
@@ -400,9 +420,9 @@ class Runner:
             return
         self._save_records()
         if self.metrics_after is not None:
-            self.store.write_text("metrics-after.prom", self.metrics_after)
-        self.store.write_json("summary.json", self.summary)
-        self.store.write_text("summary.md", render_markdown(self.summary))
+            self._write("metrics-after.prom", self.metrics_after)
+        self._write("summary.json", json.dumps(self.summary, indent=2, ensure_ascii=False) + "\n")
+        self._write("summary.md", render_markdown(self.summary))
 
 
 def _model(m: ModelInfo) -> dict[str, Any]:

@@ -4,7 +4,6 @@ comparison with the card's reference figures and with an earlier run (``--compar
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,7 @@ from cockpit import __version__
 from cockpit.api.urls import redact
 from cockpit.bench.engine_metrics import spec_decode
 from cockpit.bench.records import headline
+from cockpit.files import NotReadable, loads_bounded, read_bounded
 
 if TYPE_CHECKING:
     from cockpit.bench.runner import Runner
@@ -102,15 +102,14 @@ def load_earlier(directory: str | Path) -> dict[str, Any]:
     p = Path(directory)
     path = p / "summary.json" if p.is_dir() else p
     try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_SUMMARY_BYTES + 1)
+        data = read_bounded(path, MAX_SUMMARY_BYTES)
+    except NotReadable as exc:
+        raise CompareError(f"{path}: {exc.reason}") from None
     except OSError as exc:
         raise CompareError(f"{path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_SUMMARY_BYTES:
-        raise CompareError(f"{path}: larger than {MAX_SUMMARY_BYTES // (1024 * 1024)} MiB")
     try:
-        raw = json.loads(data.decode("utf-8", "replace"))
-    except (json.JSONDecodeError, RecursionError):
+        raw = loads_bounded(data.decode("utf-8", "replace"))
+    except ValueError:
         raise CompareError(f"{path}: not JSON") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise CompareError(f"{path}: not a benchmark summary (format {FORMAT!r})")

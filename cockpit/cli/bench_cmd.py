@@ -45,6 +45,7 @@ from cockpit.cli.common import (
     run_async_fast,
 )
 from cockpit.config import EngineSection
+from cockpit.errorcodes import CODES
 from cockpit.safetext import safe
 
 BAR_WIDTH = 28
@@ -226,19 +227,30 @@ async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
         from cockpit.recipe.recording import note_bench
         note_bench(load(args)[1], runner.status, out, ready.model)
     summary = runner.summary
+    unwritten = [f"{out / name}: {why}" for name, why in runner.unwritten.items()]
     if args.json:
-        print_json({"ok": runner.status == "complete" and not summary.get("failed_requests"),
-                    "records": str(out), **summary})
+        ok = runner.status == "complete" and not summary.get("failed_requests") and not unwritten
+        print_json({"ok": ok,
+                    "records": str(out), **summary,
+                    **({"error": {"code": "write-failed", "message": "record files not written: "
+                                  + "; ".join(unwritten), "remedy": CODES["write-failed"].remedy}}
+                       if unwritten else {})})
     else:
         print(render_text(summary, out))
+    # what was kept: every record file, or the summary above only (a full disk)
+    kept = (f"records kept in {out}" if not unwritten else
+            f"{len(unwritten)} record file(s) could not be written ({'; '.join(unwritten)}): "
+            "the summary printed here is what was kept")
+    if unwritten:
+        print(f"r37-cockpit: error (write-failed): {safe(kept)}", file=sys.stderr)
+        kept = "the records are not all written (above)"
     if runner.status == "cancelled":
-        print(f"r37-cockpit: benchmark cancelled; records kept in {out}", file=sys.stderr)
+        print(f"r37-cockpit: benchmark cancelled; {safe(kept)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if runner.status == "failed":
-        print(f"r37-cockpit: benchmark failed: {safe(runner.reason or '')}; records kept in {out}",
-              file=sys.stderr)
+        print(f"r37-cockpit: benchmark failed: {safe(runner.reason or '')}; {safe(kept)}", file=sys.stderr)
         return EXIT_FAILURE
-    return EXIT_FAILURE if summary.get("failed_requests") else 0
+    return EXIT_FAILURE if summary.get("failed_requests") or unwritten else 0
 
 
 def render_text(s: dict[str, Any], out: Path) -> str:

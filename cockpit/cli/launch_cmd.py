@@ -229,12 +229,15 @@ def run_launch(args: argparse.Namespace) -> int:
     _, cfg = load(args)
     refuse_if_read_only(args, cfg)
     booting: dict[int, str] = {}
+    in_flight: set[int] = set()   # a rank whose `docker run` had begun: its container may run
     try:
-        return run_async(_launch(args, cfg, booting))
+        return run_async(_launch(args, cfg, booting, in_flight))
     except KeyboardInterrupt:
-        if booting:
-            which = ", ".join(f"rank {r} ({cid[:12]})" for r, cid in sorted(booting.items()))
-            print(f"interrupted: these containers keep booting: {which}; stop them with "
+        started = [f"rank {r} ({cid[:12]})" for r, cid in sorted(booting.items())]
+        started += [f"rank {r} (its `docker run` was running: it may have started)"
+                    for r in sorted(in_flight - set(booting))]
+        if started:
+            print(f"interrupted: these containers keep booting: {', '.join(started)}; stop them with "
                   "`r37-cockpit stop` (head first), or follow them with `r37-cockpit status`",
                   file=sys.stderr)
         else:
@@ -242,7 +245,8 @@ def run_launch(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
 
 
-async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[int, str]) -> int:
+async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[int, str],
+                  in_flight: set[int] | None = None) -> int:
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
         dry = await L.dry_run(fleet, cfg)
@@ -256,19 +260,19 @@ async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[in
             raise CliError(f"the dry run failed on rank {ranks}: fix that first (`r37-cockpit setup recipe`, "
                            "then `r37-cockpit setup env`)", EXIT_REFUSED, "dry-run-failed")
         if args.dry_run and cfg.ui.read_only:   # the lock is a directory on rank 0: read-only writes none
-            return await _gated_launch(args, cfg, fleet, booting)
+            return await _gated_launch(args, cfg, fleet, booting, in_flight)
         try:
             async with ClusterLock(fleet, cfg, "launch") as lock:
                 if lock.warning:
                     _say(args, f"warning: {lock.warning}",
                          {"event": "LockTakenOver", "warning": lock.warning})
-                return await _gated_launch(args, cfg, fleet, booting)
+                return await _gated_launch(args, cfg, fleet, booting, in_flight)
         except LockError as exc:
             raise CliError(f"launch {exc}", EXIT_REFUSED, _lock_code(exc)) from None
 
 
 async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fleet,
-                        booting: dict[int, str]) -> int:
+                        booting: dict[int, str], in_flight: set[int] | None = None) -> int:
     fails, which = await preflight_gate(fleet, cfg)
     ledger = Ledger(cfg)
     gate = await L.launch_gate(fleet, cfg, preflight_failures=fails,
@@ -317,6 +321,7 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
     limits = None if args.phase_limit is None else phase_limits(args.phase_limit)
     launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=limits, emit=emit)
     launcher.booting = booting
+    launcher.in_flight = in_flight if in_flight is not None else set()
     try:
         if await launcher.launch():
             finished = await launcher.run_until(T.settled, timeout=args.timeout)
@@ -404,10 +409,20 @@ def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
 def run_stop(args: argparse.Namespace) -> int:
     _, cfg = load(args)
     refuse_if_read_only(args, cfg)
-    return run_async(_stop(args, cfg))
+    progress: dict[int, str] = {}   # per rank to stop: where it is (recipe.stop.execute_stop)
+    try:
+        return run_async(_stop(args, cfg, progress))
+    except KeyboardInterrupt:
+        if progress:
+            lines = "".join(f"\n  rank {rank}: {safe(state)}" for rank, state in sorted(progress.items()))
+            print(f"interrupted: the stop got this far:{lines}\nrun `r37-cockpit stop` again to stop the "
+                  "rest (head first)", file=sys.stderr)
+        else:
+            print("interrupted before any container was stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
-async def _stop(args: argparse.Namespace, cfg: ClusterConfig) -> int:
+async def _stop(args: argparse.Namespace, cfg: ClusterConfig, progress: dict[int, str] | None = None) -> int:
     ledger = Ledger(cfg)
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
@@ -435,17 +450,29 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig) -> int:
                 if args.force and todo and not args.json:
                     print("warning: rank 0 (and the cluster lock on it) is unreachable: stopping the workers "
                           "without the lock (--force)", file=sys.stderr)
-                outcomes = await execute_stop(fleet, plan, ledger, force=args.force)
+                outcomes = await execute_stop(fleet, plan, ledger, force=args.force, progress=progress)
             else:
-                async with ClusterLock(fleet, cfg, "stop"):
-                    outcomes = await execute_stop(fleet, plan, ledger, force=args.force)
+                async with ClusterLock(fleet, cfg, "stop") as lock:
+                    if lock.warning:   # a stale lock taken over: said, as for a launch
+                        if args.json:
+                            print_json_line({"event": "LockTakenOver", "warning": lock.warning})
+                        else:
+                            print(f"warning: {safe(lock.warning)}", file=sys.stderr, flush=True)
+                    outcomes = await execute_stop(fleet, plan, ledger, force=args.force, progress=progress)
         except LockError as exc:
             raise CliError(f"stop {exc}", EXIT_REFUSED, _lock_code(exc)) from None
         except HostUnavailable as exc:
             raise CliError(str(exc), code="not-stopped") from None
+        notices = ledger.pop_warnings()   # a ledger that could not be written (the stops went ahead)
         if args.json:
-            print_json({"plan": [i.to_dict() for i in plan], "stopped": [o.to_dict() for o in outcomes]})
+            print_json({"plan": [i.to_dict() for i in plan], "stopped": [o.to_dict() for o in outcomes],
+                        **({"warnings": [{"code": n.code, "message": n.message} for n in notices]}
+                           if notices else {})})
         else:
             for o in outcomes:
                 print(remedy(args, f"rank {o.rank}: {'ok' if o.ok else 'FAILED'}: {o.message}"))
-        return EXIT_OK if all(o.ok for o in outcomes) else EXIT_FAILURE
+            for n in notices:
+                print(f"r37-cockpit: {'error' if n.code == 'write-failed' else 'warning'} ({n.code}): "
+                      f"{safe(n.message)}", file=sys.stderr)
+        unwritten = any(n.code == "write-failed" for n in notices)
+        return EXIT_OK if all(o.ok for o in outcomes) and not unwritten else EXIT_FAILURE

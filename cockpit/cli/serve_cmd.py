@@ -14,6 +14,7 @@ from cockpit.loopback import is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+DEFAULT_MAX_SESSIONS = 3  # cockpit.tui.web.server's (not imported here: the parser stays light)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,11 +23,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "`r37-cockpit tui` with this command's --config, --cluster and "
                                    "--read-only. Bound to 127.0.0.1; from another machine use an SSH tunnel "
                                    "(ssh -L 8000:127.0.0.1:8000 ADMIN-BOX) rather than --host 0.0.0.0. "
-                                   "Ctrl-C stops it and every session.")
+                                   "The URL it prints holds this run's secret: only a browser that "
+                                   "opened it gets in. Ctrl-C stops it and every session.")
     p.add_argument("--host", default=DEFAULT_HOST,
                    help="address to listen on (default: 127.0.0.1; any other prints a warning)")
     p.add_argument("--port", type=_port, default=DEFAULT_PORT, help="TCP port (default: 8000)")
+    p.add_argument("--max-sessions", type=_sessions, default=DEFAULT_MAX_SESSIONS,
+                   help=f"browser sessions open at once, each a TUI with its own SSH connections "
+                        f"(default: {DEFAULT_MAX_SESSIONS})")
     p.set_defaults(func=run_serve)
+
+
+def _sessions(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"{n} is not between 1 and 64")
+    return n
 
 
 def _port(text: str) -> int:
@@ -78,19 +93,19 @@ def run_serve(args: argparse.Namespace) -> int:
     if warning:
         print(f"r37-cockpit: {warning}", file=sys.stderr, flush=True)
 
-    def ready() -> None:
-        mode = " (read-only)" if config.ui.read_only else ""
-        print(f"serving the cockpit{mode} for {path} on {url(args.host, args.port)} — Ctrl-C stops it",
-              flush=True)
-
-    server = CockpitServer(command, args.host, args.port, on_ready=ready)
-    asyncio.set_event_loop(asyncio.new_event_loop())
+    server = CockpitServer(command, args.host, args.port, max_sessions=args.max_sessions)
     try:
-        server.serve()
+        sock = server.listen()   # bound before "serving … on" is printed: a port in use fails first
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise CliError(f"port {args.port} on {args.host} is in use (another `serve`, or another "
                            f"program): choose another with --port", EXIT_USAGE, "port-in-use") from None
         raise CliError(f"cannot listen on {args.host} port {args.port}: {exc.strerror or exc}",
                        EXIT_USAGE, "usage") from None
+    mode = " (read-only)" if config.ui.read_only else ""
+    # the one place the secret is shown: this run's URL, on this terminal only
+    print(f"serving the cockpit{mode} for {path} on {server.secret_url(url(args.host, args.port))} "
+          f"— open this URL (it holds this run's secret); Ctrl-C stops it", flush=True)
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    server.serve_on(sock)
     return 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import stat
 import tomllib
 import typing
 from pathlib import Path
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from cockpit.config.errors import ConfigError
 from cockpit.config.models import ClusterConfig
 from cockpit.config.validators import shown
+from cockpit.files import NotReadable, read_bounded
 from cockpit.locations import config_search
 
 
@@ -140,17 +140,14 @@ MAX_FILE_BYTES = 1 << 20
 
 def _read_capped(path: Path, what: str) -> bytes:
     """The bytes of a regular file of at most MAX_FILE_BYTES (a FIFO or device is never waited on)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(str(path))
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(path, [("", f"is not a regular file (a device, FIFO or socket), not a {what}")])
-        raw = fh.read(MAX_FILE_BYTES + 1)
-    if len(raw) > MAX_FILE_BYTES:
-        raise ConfigError(path, [("", f"is larger than {MAX_FILE_BYTES >> 20} MiB: not a {what}")])
-    return raw
+    try:
+        return read_bounded(path, MAX_FILE_BYTES)
+    except NotReadable as exc:
+        if exc.kind == "too-large":
+            raise ConfigError(path, [("", f"is larger than {MAX_FILE_BYTES >> 20} MiB: not a {what}")]
+                              ) from None
+        raise ConfigError(path, [("", f"is not a regular file (a device, FIFO or socket), not a {what}")]
+                          ) from None
 
 
 def read_text_file(path: Path, what: str = "file") -> str:

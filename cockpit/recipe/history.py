@@ -21,6 +21,7 @@ its session when the operator confirms such an action (`mark_host_change`: the f
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from cockpit.files import NotReadable, loads_bounded, open_regular
 from cockpit.locations import sessions_dir
 from cockpit.safetext import clip
 
@@ -46,6 +48,7 @@ KEEP_DAYS = 30           # host-changing sessions are kept this long (default of
 MAX_HOST_SESSIONS = 20_000   # and never more than this many (a bound, not a rule: oldest first)
 HOST_MARK = ".host"      # `<id>.host.jsonl`: a session that changed a host
 READ_LINE_MAX = 1 << 20  # bytes of one line read back (longer: cut, and skipped as unreadable)
+READ_FILE_MAX = 64 << 20  # bytes of one session file read back (the rest: skipped, with a note)
 SUFFIX = ".jsonl"
 FAILED_NOTES = ("timeout", "lost")
 
@@ -184,6 +187,7 @@ class SessionLog:
         when it cannot be written."""
         if self._file is not None or self.warning is not None or self._closed:
             return self._file is not None
+        created: Path | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             prune(self.directory, self.keep - 1, self.keep_days)
@@ -192,8 +196,15 @@ class SessionLog:
                            "pid": os.getpid(), **self.header, **header}
             self.path = self.directory / f"{sid}{HOST_MARK if self.changes else ''}{SUFFIX}"
             self._file = self.path.open("x", encoding="utf-8")
+            created = self.path
             self._write(self.header)
         except OSError as exc:
+            # no half-made file stays open (each later command would fail on it again: a second warning)
+            # nor on disk (the file was made by this call, with no header in it)
+            self.close()
+            if created is not None:
+                with contextlib.suppress(OSError):
+                    created.unlink()
             self._fail(f"command log not written ({self.directory}): {exc.strerror or exc}")
             return False
         return True
@@ -368,34 +379,44 @@ def _entry(data: object) -> Entry | None:
 
 
 def read_session(path: Path) -> Session | None:
-    """A session file read back; None for a file that is not one (no session header). Lines that cannot
-    be read (a last line cut by a crash or still being written, a foreign line) are skipped with a note."""
+    """A session file read back; None for a file that is not one (no session header; not a regular file:
+    a FIFO or device is never waited on). Lines that cannot be read (a last line cut by a crash or still
+    being written, a foreign line, JSON nested too deeply) are skipped with a note; past READ_FILE_MAX
+    bytes the rest of the file is skipped with a note."""
     try:
-        f = path.open("r", encoding="utf-8", errors="replace")
-    except OSError:
+        raw = open_regular(path)
+    except (OSError, NotReadable, ValueError):
         return None
-    with f:
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
         first = f.readline(READ_LINE_MAX)
         try:
-            header = json.loads(first)
+            header = loads_bounded(first)
         except ValueError:
             return None
         if not isinstance(header, dict) or header.get("kind") != "session":
             return None
         found = Session(path, header)
         number = 1
+        size = len(first)
         while line := f.readline(READ_LINE_MAX):
             number += 1
+            size += len(line)
+            if size > READ_FILE_MAX:
+                found.notes.append(f"line {number} on: the file is larger than {READ_FILE_MAX >> 20} MiB: "
+                                   "the rest skipped")
+                break
             if not line.endswith("\n"):
                 found.notes.append(f"line {number}: incomplete (cut short, or still being written): skipped")
                 if len(line) >= READ_LINE_MAX:  # the rest of an over-long line
                     while (more := f.readline(READ_LINE_MAX)) and not more.endswith("\n"):
-                        pass
+                        size += len(more)
+                        if size > READ_FILE_MAX:
+                            break
                 continue
             try:
-                data = json.loads(line)
+                data = loads_bounded(line, max_depth=8)
             except ValueError:
-                found.notes.append(f"line {number}: not JSON: skipped")
+                found.notes.append(f"line {number}: not JSON (or nested too deeply): skipped")
                 continue
             entry = _entry(data)
             if entry is not None:

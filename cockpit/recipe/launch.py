@@ -245,6 +245,7 @@ class Launcher:
         if emit is not None:
             self.watcher.subscribe(emit)
         self.booting: dict[int, str] = {}      # rank -> container ID launched by this launcher
+        self.in_flight: set[int] = set()       # ranks whose `docker run` has begun and not answered yet
 
     @property
     def timeline(self) -> ClusterTimeline:
@@ -268,7 +269,16 @@ class Launcher:
             cmd = launch_command(self.cfg, rank)
             self._apply(tl.launched(time.time()))
             prior = self.ledger.records().get(rank)
-            self.ledger.begin_launch(rank, self.cfg.cluster.container_name, self.fleet[rank].target)
+            try:
+                self.ledger.begin_launch(rank, self.cfg.cluster.container_name, self.fleet[rank].target)
+            except OSError as exc:   # a full disk: a container the ledger does not list, `stop` never stops
+                self._apply(tl.launch_failed(
+                    f"the launch ledger {self.ledger.path} cannot be written ({exc.strerror or exc}): rank "
+                    f"{rank} was not launched (`r37-cockpit stop` stops only containers recorded there)",
+                    "free space (or fix the permissions) where the ledger lives, then launch again; stop "
+                    "the ranks already started first (head first)", time.time()))
+                return False
+            self.in_flight.add(rank)   # until it answers: interrupted now, its container may run
             try:
                 res = await self.fleet[rank].run(cmd, timeout=LAUNCH_TIMEOUT)
             except (HostUnavailable, CommandTimeout) as exc:
@@ -277,6 +287,7 @@ class Launcher:
                 self._apply(tl.launch_unknown(f"host lost during docker run: {exc}", time.time()))
                 return False
             if not res.ok:
+                self.in_flight.discard(rank)
                 await self._launch_failed(rank, tl, cmd.line, res, prior.container_id if prior else None)
                 return False
             cid = dk.container_id_from_output(res.stdout)
@@ -284,16 +295,21 @@ class Launcher:
                 state = await inspect_container(self.fleet, rank, self.cfg.cluster.container_name)
                 cid = state.id if state else None
             if cid is None:
+                self.in_flight.discard(rank)
                 self.ledger.clear_pending(rank)
                 self._apply(tl.launch_failed(f"{cmd.line} printed no container ID: "
                                              f"{neutralise(res.stdout.strip()[:300])!r}",
                                              "check docker on that host", time.time()))
                 return False
-            self.ledger.record(rank, cid, self.cfg.cluster.container_name, self.fleet[rank].target)
+            try:
+                self.ledger.record(rank, cid, self.cfg.cluster.container_name, self.fleet[rank].target)
+            except OSError as exc:   # its pending record (written above) still lets the watcher adopt it
+                self.ledger.write_failed(f"rank {rank}'s container {cid[:12]}", exc)
             note_action(self.cfg, "launch", f"rank {rank}: launched container {cid[:12]}", rank=rank,
                         data={"container_id": cid, "target": self.fleet[rank].target})
             tl.container_id, tl.owner = cid, "cockpit"
             self.booting[rank] = cid
+            self.in_flight.discard(rank)
             self._apply([RankLaunched(rank, cmd.line, cid, time.time())])
         return True
 

@@ -6,7 +6,10 @@ is never stopped. The file is `$XDG_STATE_HOME/r37-cockpit/launched.json` (defau
 read-modify-write, written durably (`cockpit.files.write_atomic`: temp file, fsync, rename, fsync of the
 directory). A file that cannot be read as a ledger is never silently reset: it is renamed aside to
 `launched.json.corrupt-<UTC time>` and a notice is kept in `Ledger.warnings` (and logged) for the CLI
-and the TUI to show; the cockpit then starts a fresh ledger.
+and the TUI to show; the cockpit then starts a fresh ledger. "Cannot be read as a ledger": not a regular
+file (a FIFO, a link to a device), over MAX_LEDGER_BYTES, not UTF-8 JSON, nested deeper than a ledger,
+or any record with a missing field or a field of the wrong type (`"container_id": 5`): a record is never
+dropped silently, since a dropped record makes its container look started by hand and `stop` skips it.
 """
 
 from __future__ import annotations
@@ -19,16 +22,17 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import NamedTuple
 
 from cockpit.config import ClusterConfig
-from cockpit.files import fsync_dir, write_atomic
+from cockpit.files import NotReadable, fsync_dir, read_json, write_atomic
 from cockpit.locations import ledger_file
 
 log = logging.getLogger(__name__)
 ADOPT_WINDOW = 300.0   # seconds after a lost `docker run` began in which a container it created may appear
+MAX_LEDGER_BYTES = 4 << 20   # a ledger holds a few records per cluster: a few KB
 
 
 def cluster_key(cfg: ClusterConfig) -> str:
@@ -62,14 +66,46 @@ class PendingLaunch:
     at: float
 
 
-def _load(cls: type, data: object) -> object | None:
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "str": (str,), "float": (int, float), "float | None": (int, float, type(None)),
+}
+
+
+def _problem(cls: type, data: object) -> str | None:
+    """Why `data` is not a record of `cls` (a missing field, a field of the wrong type), or None."""
     if not isinstance(data, dict):
-        return None
+        return f"a record is a JSON {type(data).__name__}, not an object"
+    for f in fields(cls):
+        if f.name not in data:
+            if f.default is MISSING:
+                return f"a record has no {f.name!r}"
+            continue
+        value, allowed = data[f.name], _FIELD_TYPES[str(f.type)]
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            return f"a record's {f.name!r} is a JSON {type(value).__name__}"
+    return None
+
+
+def _load(cls: type, data: dict[str, object]) -> object:
     known = {f.name for f in fields(cls)}
-    try:
-        return cls(**{k: v for k, v in data.items() if k in known})
-    except (TypeError, ValueError):
-        return None
+    return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _check(data: object) -> dict[str, dict[str, dict[str, object]]]:
+    """The ledger's data if every section and record has the ledger's shape; LedgerCorrupt otherwise."""
+    if not isinstance(data, dict):
+        raise LedgerCorrupt(f"a JSON {type(data).__name__}, not an object")
+    for key, ranks in data.items():
+        if not isinstance(ranks, dict):
+            raise LedgerCorrupt(f"cluster {key[:80]!r} is a JSON {type(ranks).__name__}, not an object")
+        cls = PendingLaunch if key.endswith("/pending") else LaunchRecord
+        for rank, rec in ranks.items():
+            if not (rank.isdigit() and rank.isascii() and len(rank) <= 3):
+                raise LedgerCorrupt(f"cluster {key[:80]!r} has a record under {rank[:20]!r}, not a rank")
+            problem = _problem(cls, rec)
+            if problem is not None:
+                raise LedgerCorrupt(f"cluster {key[:80]!r}, rank {rank}: {problem}")
+    return data
 
 
 class LedgerNotice(NamedTuple):
@@ -83,7 +119,8 @@ class LedgerNotice(NamedTuple):
 
 
 class LedgerCorrupt(Exception):
-    """The ledger file is not a ledger (not UTF-8, not JSON, not a JSON object)."""
+    """The ledger file is not a ledger (not a regular file, too large, not UTF-8, not JSON, not a JSON
+    object, a record of the wrong shape)."""
 
 
 class Ledger:
@@ -110,7 +147,13 @@ class Ledger:
             return
         self._told.add(message)
         self.warnings.append(LedgerNotice(code, message))
-        log.warning("%s", message)
+        log.info("%s", message)   # the CLI and the TUI show every notice: a warning here printed it twice
+
+    def write_failed(self, what: str, exc: OSError) -> None:
+        """Note that `what` could not be recorded (a full disk, a read-only state directory): a
+        `write-failed` notice naming the file and the cause."""
+        self._warn(f"the launch ledger {self.path} could not be written ({exc.strerror or exc}): what this "
+                   f"command did ({what}) is not recorded in it", "write-failed")
 
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
@@ -137,16 +180,12 @@ class Ledger:
     def _parse(self) -> dict[str, dict[str, dict[str, object]]]:
         """The ledger's data ({} when there is none yet); LedgerCorrupt if the file is not a ledger."""
         try:
-            raw = self.path.read_bytes()
+            data = read_json(self.path, MAX_LEDGER_BYTES, max_depth=4)
         except FileNotFoundError:
             return {}
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise LedgerCorrupt(f"not JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
-        if not isinstance(data, dict):
-            raise LedgerCorrupt(f"a JSON {type(data).__name__}, not an object")
-        return data
+        except NotReadable as exc:
+            raise LedgerCorrupt(exc.reason.removeprefix("is ")) from None
+        return _check(data)
 
     def _read_locked(self) -> dict[str, dict[str, dict[str, object]]]:
         """Read with the lock held: a corrupt file is kept aside and a fresh ledger begins."""
@@ -195,20 +234,20 @@ class Ledger:
         """The latest record per rank of this cluster."""
         ranks = self._read().get(self.key, {})
         out = {}
-        for rank, rec in ranks.items() if isinstance(ranks, dict) else []:
-            loaded = _load(LaunchRecord, rec) if rank.isdigit() else None
-            if isinstance(loaded, LaunchRecord):
-                out[int(rank)] = loaded
+        for rank, rec in ranks.items():   # every record checked by _check
+            loaded = _load(LaunchRecord, rec)
+            assert isinstance(loaded, LaunchRecord)
+            out[int(rank)] = loaded
         return out
 
     def pending(self) -> dict[int, PendingLaunch]:
         """Launches whose `docker run` did not report back (host lost while it was in flight)."""
         ranks = self._read().get(self.key + "/pending", {})
         out = {}
-        for rank, rec in ranks.items() if isinstance(ranks, dict) else []:
-            loaded = _load(PendingLaunch, rec) if rank.isdigit() else None
-            if isinstance(loaded, PendingLaunch):
-                out[int(rank)] = loaded
+        for rank, rec in ranks.items():   # every record checked by _check
+            loaded = _load(PendingLaunch, rec)
+            assert isinstance(loaded, PendingLaunch)
+            out[int(rank)] = loaded
         return out
 
     def record(self, rank: int, container_id: str, name: str, target: str) -> LaunchRecord:

@@ -24,6 +24,11 @@ record); if it is not (the lock was replaced in between), it is put back with `m
 replaces a lock that appeared meanwhile. Then `mkdir` as usual, and only after that is the stale lock
 removed. Release checks the token, then uses the same move-aside-then-check, so it removes only a lock
 carrying its own token. Every command has a timeout and every wait a deadline.
+
+A holder killed between those steps (Ctrl-C twice, a lost connection) leaves a `<lock>.release.<token>` or
+`<lock>.takeover.<token>` dir behind: the next holder removes those whose last change is over
+LEFTOVER_AGE_MIN minutes old on rank 0's clock (`find -mmin`), once it holds the lock. A launch whose
+holder is gone while its lock is still there is an interrupted launch (`interrupted_launch`).
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ SETTLE_POLL_S = 0.1
 WRITE_ATTEMPTS = 3
 PROBE_ATTEMPTS = 3
 NO_RECORD = "no holder record"
+LEFTOVER_AGE_MIN = 2         # minutes: a release/takeover dir not changed for this long was left behind
 
 Purpose = Literal["launch", "stop"]
 
@@ -437,6 +443,28 @@ async def read_holder(fleet: Fleet, cfg: ClusterConfig) -> Holder | None:
     return (await read_lock(fleet, cfg)).holder
 
 
+INTERRUPTED_REMEDY = ("stop what it started (`r37-cockpit stop`, head first), then launch again "
+                      "(`r37-cockpit launch --replace-stopped`); the next lock holder clears the stale lock")
+
+
+def launch_interrupted(status: LockStatus) -> str | None:
+    """Why `status` shows an interrupted launch (a launch lock whose holder is gone: its process on this
+    admin box has ended, or its heartbeat is older than the stale limit), or None (no lock, a live
+    launcher, a stop's lock, or a lock whose record cannot be read). For `status`: a cluster that looks
+    "launching" while this returns a reason has no launcher left and never gets further."""
+    holder = status.holder
+    if not status.held or holder is None or holder.purpose != "launch" or status.stale is None:
+        return None
+    return f"launch interrupted: the launcher {holder.describe()} is gone ({status.stale})"
+
+
+async def interrupted_launch(fleet: Fleet, cfg: ClusterConfig, *,
+                             stale_after_s: float = STALE_AFTER_S) -> str | None:
+    """`launch_interrupted` of the lock on rank 0 now (read-only). LockUnavailable when rank 0 cannot be
+    reached."""
+    return launch_interrupted(await read_lock(fleet, cfg, stale_after_s=stale_after_s))
+
+
 class ClusterLock:
     """`async with ClusterLock(fleet, cfg, purpose="launch") as lock:` — the launch runs inside.
 
@@ -474,6 +502,7 @@ class ClusterLock:
         self.warning: str | None = None
         self.lost: str | None = None
         self.release_problem: str | None = None
+        self.cleared: list[str] = []            # leftover release/takeover dirs this holder removed
         self.beats = 0                          # heartbeats written
         self._text = ""                         # the record as last written (its sha256 guards the next)
         self._held = False
@@ -510,7 +539,9 @@ class ClusterLock:
         if self._held:
             raise RuntimeError("this ClusterLock is already held")
         try:
-            return await self._acquire()
+            await self._acquire()
+            await self._clear_leftovers()
+            return self
         except BaseException:
             if self._held:  # cancelled (or failed) after the lock was ours: do not leave it beating
                 if self._heartbeat is not None:
@@ -518,6 +549,18 @@ class ClusterLock:
                 with contextlib.suppress(Exception):
                     await self.release()
             raise
+
+    async def _clear_leftovers(self) -> None:
+        """Remove the release and takeover dirs of this lock that earlier holders left behind (killed
+        between their `mv` and their `rm`) and that have not changed for LEFTOVER_AGE_MIN minutes. Best
+        effort: a failure leaves them for the next holder."""
+        base = self.path.rsplit("/", 1)[-1]
+        argv = ["find", LOCK_ROOT, "-mindepth", "1", "-maxdepth", "1", "-type", "d",
+                "(", "-name", f"{base}.release.*", "-o", "-name", f"{base}.takeover.*", ")",
+                "-mmin", f"+{LEFTOVER_AGE_MIN}", "-print", "-exec", "rm", "-r", "-f", "--", "{}", "+"]
+        with contextlib.suppress(LockUnavailable):
+            res = await _run(self.fleet[0], argv, self.purpose)
+            self.cleared = [line.rsplit("/", 1)[-1] for line in res.stdout.splitlines() if line.strip()]
 
     async def _acquire(self) -> ClusterLock:
         deadline = time.monotonic() + self.timeout_s

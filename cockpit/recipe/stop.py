@@ -7,6 +7,9 @@ archiving). The stop request is noted in the ledger before the head is stopped, 
 while shutting down is judged as a stop, not a failure. A rank whose recorded container cannot be
 reached is `unreachable`: never reported stopped, and while the head is unreachable the workers are not
 stopped either (stopping them first would leave a head serving without workers) unless forced.
+
+A ledger that cannot be written (a full disk) never keeps a container running: the stops go ahead and the
+ledger keeps a `write-failed` notice for each record it could not write (`Ledger.pop_warnings`).
 """
 
 from __future__ import annotations
@@ -92,13 +95,22 @@ async def plan_stop(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> list[St
     return sorted(items, key=lambda i: stop_order(cfg.ranks).index(i.rank))
 
 
+STOP_PENDING = "not stopped (its turn had not come)"
+STOP_IN_FLIGHT = "`docker stop` was running: it may or may not have stopped (look with `r37-cockpit status`)"
+
+
 async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *, force: bool = False,
-                       noted: Callable[[list[int]], None] | None = None) -> list[StopOutcome]:
+                       noted: Callable[[list[int]], None] | None = None,
+                       progress: dict[int, str] | None = None) -> list[StopOutcome]:
     """Stop the head first and wait for it, then every worker in parallel. An unreachable rank is an
     outcome that is not ok; an unreachable head keeps the workers running unless `force`. `noted` is told
     the ranks once their stop request is in the ledger, before anything is stopped (a live model then
-    reads what they print as their shutdown at once, not at its next look at the ledger)."""
+    reads what they print as their shutdown at once, not at its next look at the ledger). `progress`, when
+    given, says per rank to stop where it is at every moment (STOP_PENDING, STOP_IN_FLIGHT, then its
+    outcome): what an interrupted stop reports."""
+    progress = progress if progress is not None else {}
     todo = [i for i in plan if i.action == "stop"]
+    progress.update({i.rank: STOP_PENDING for i in todo})
     lost = [i for i in plan if i.action == "unreachable"]
     out = [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {i.reason}") for i in lost]
     if any(i.rank == 0 for i in lost) and not force:
@@ -106,19 +118,30 @@ async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *, fo
                "answers, or `r37-cockpit stop --force` to stop the workers now")
         out += [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {why}") for i in todo if i.rank != 0]
         return sorted(out, key=lambda o: o.rank)
-    ledger.mark_stop_requested([(i.rank, i.container_id) for i in todo])
+    try:
+        ledger.mark_stop_requested([(i.rank, i.container_id) for i in todo])
+    except OSError as exc:   # a full disk: the stop goes ahead all the same (said once, at the end)
+        ledger.write_failed("the stop", exc)
     if noted is not None:
         noted([i.rank for i in todo])
     head = [i for i in todo if i.rank == 0]
     workers = [i for i in todo if i.rank != 0]
-    out += [await _stop_one(fleet, i, ledger) for i in head]
-    out += await asyncio.gather(*(_stop_one(fleet, i, ledger) for i in workers))
+    out += [await _stop_one(fleet, i, ledger, progress) for i in head]
+    out += await asyncio.gather(*(_stop_one(fleet, i, ledger, progress) for i in workers))
     for o in out:
         note_action(ledger.cfg, "stop", f"rank {o.rank}: {o.message}", rank=o.rank, data={"ok": o.ok})
     return sorted(out, key=lambda o: (o.rank != 0, o.rank))
 
 
-async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome:
+async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger, progress: dict[int, str]) -> StopOutcome:
+    progress[item.rank] = STOP_IN_FLIGHT
+    outcome = await _stop_run(fleet, item, ledger)
+    progress[item.rank] = ("stopped " if outcome.ok else "NOT stopped: ") + outcome.message.removeprefix(
+        "stopped ").removeprefix(f"rank {item.rank} NOT stopped: ")
+    return outcome
+
+
+async def _stop_run(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome:
     try:
         res = await fleet[item.rank].run(dk.stop_argv(item.container_id), timeout=STOP_TIMEOUT)
     except (HostUnavailable, CommandTimeout) as exc:
@@ -126,7 +149,12 @@ async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome
     if not res.ok:
         why = neutralise(res.stderr.strip()) or f"exit status {res.exit_status}"
         return StopOutcome(item.rank, False, why)
-    ledger.mark_stopped(item.rank, item.container_id)
+    try:
+        ledger.mark_stopped(item.rank, item.container_id)
+    except OSError as exc:
+        ledger.write_failed("the stop", exc)
+        return StopOutcome(item.rank, True, await _how_it_stopped(fleet, item)
+                           + " (not recorded in the launch ledger: it could not be written)")
     return StopOutcome(item.rank, True, await _how_it_stopped(fleet, item))
 
 

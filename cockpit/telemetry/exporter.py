@@ -120,18 +120,23 @@ class StatsCollector(Collector):
         yield procs
 
     def _ports(self, cluster: str, fresh: list[tuple[int, RankStats]]) -> Iterator[Metric]:
-        tx = GaugeMetricFamily("r37_rdma_transmit_bits_per_second", "RDMA port transmit rate", labels=PORT)
-        rx = GaugeMetricFamily("r37_rdma_receive_bits_per_second", "RDMA port receive rate", labels=PORT)
+        # Prometheus' naming rules (`promtool check metrics`): base units (bytes, not bits), and no type
+        # word ("counter") in a gauge's name
+        tx = GaugeMetricFamily("r37_rdma_transmit_bytes_per_second", "RDMA port transmit rate, bytes/s",
+                               labels=PORT)
+        rx = GaugeMetricFamily("r37_rdma_receive_bytes_per_second", "RDMA port receive rate, bytes/s",
+                               labels=PORT)
         up = GaugeMetricFamily("r37_rdma_port_up", "1 when the port is ACTIVE, 0 when not", labels=PORT)
-        inc = GaugeMetricFamily("r37_rdma_counter_increase", "Counter increase since the last round",
+        inc = GaugeMetricFamily("r37_rdma_hw_events_increase",
+                                "Increase of a port's hardware error counter since the last round",
                                 labels=(*PORT, "counter"))
         for r, s in fresh:
             for p in s.ports:
                 labels = [cluster, str(r), p.hca, str(p.port)]
                 if p.tx_gbps is not None:
-                    tx.add_metric(labels, p.tx_gbps * 1e9)
+                    tx.add_metric(labels, p.tx_gbps * 1e9 / 8)
                 if p.rx_gbps is not None:
-                    rx.add_metric(labels, p.rx_gbps * 1e9)
+                    rx.add_metric(labels, p.rx_gbps * 1e9 / 8)
                 if p.active is not None:
                     up.add_metric(labels, float(p.active))
                 for counter, value in sorted(p.changes.items()):
@@ -155,11 +160,12 @@ class StatsCollector(Collector):
             yield fam
         for name, text, prefix in (("r37_engine_ttft_seconds", "Time to first token over the window", "ttft"),
                                    ("r37_engine_itl_seconds", "Inter-token latency over the window", "itl")):
-            fam = GaugeMetricFamily(name, text, labels=(*RANK, "quantile"))
-            for q, suffix in QUANTILES:
+            # a gauge: the "quantile" label is a summary's only (promtool), so the percentile is named
+            fam = GaugeMetricFamily(name, text, labels=(*RANK, "percentile"))
+            for _q, suffix in QUANTILES:
                 value = getattr(e, f"{prefix}_{suffix}_s") if current and e is not None else None
                 if value is not None:
-                    fam.add_metric([*labels, q], float(value))
+                    fam.add_metric([*labels, suffix], float(value))
             yield fam
         done = GaugeMetricFamily("r37_engine_requests_finished_increase",
                                  "Requests finished since the previous /metrics read, by reason",

@@ -21,6 +21,7 @@ from rich.theme import Theme as RichTheme
 from textual.color import Color, ColorParseError
 from textual.theme import BUILTIN_THEMES, Theme
 
+from cockpit.files import NotReadable, read_bounded
 from cockpit.tui.styles import ROLES, StyleError, roles_for
 
 DEFAULT_THEME = "cockpit-dark"
@@ -121,13 +122,19 @@ def parse_theme(data: dict[str, object]) -> tuple[Theme, dict[str, str]]:
 def load_theme_file(path: Path) -> CockpitTheme:
     """One theme file; raises ThemeProblem-bearing _Invalid."""
     try:
-        if path.stat().st_size > MAX_THEME_BYTES:
-            raise _Invalid("", f"larger than {MAX_THEME_BYTES // 1024} KiB")
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _Invalid("", f"cannot read it: {exc}") from None
+        data = tomllib.loads(read_bounded(path, MAX_THEME_BYTES).decode("utf-8"))
+    except NotReadable as exc:
+        raise _Invalid("", exc.reason.removeprefix("is ")) from None
+    except OSError as exc:
+        raise _Invalid("", f"cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise _Invalid("", f"not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise _Invalid("", f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise _Invalid("", "not valid TOML: tables or arrays nested too deeply") from None
+    except ValueError as exc:   # an integer of more than 4300 digits
+        raise _Invalid("", f"not valid TOML: {str(exc)[:120]}") from None
     theme, overrides = parse_theme(data)
     try:
         roles = roles_for(theme, overrides)

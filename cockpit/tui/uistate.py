@@ -6,7 +6,7 @@ import contextlib
 import json
 from pathlib import Path
 
-from cockpit.files import write_atomic
+from cockpit.files import NotReadable, read_json, write_atomic
 from cockpit.locations import ui_state_file
 
 
@@ -14,10 +14,15 @@ def path() -> Path:
     return ui_state_file()
 
 
+MAX_BYTES = 64 * 1024   # a theme name or two
+
+
 def load() -> dict[str, str]:
+    """The saved UI state; {} for a file that is missing or not one (a FIFO, a device, huge, not JSON,
+    nested): it holds only preferences, and the next save replaces it."""
     try:
-        data = json.loads(path().read_text())
-    except (OSError, ValueError):
+        data = read_json(path(), MAX_BYTES, max_depth=2)
+    except (OSError, NotReadable):
         return {}
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} \
         if isinstance(data, dict) else {}

@@ -89,3 +89,20 @@ def test_damaged_and_foreign_files_are_skipped_with_a_note(tmp_path: Path, monke
     assert main(["history", "nosuch"]) == 2
     assert main(["history", "--grep", "x"]) == 2
     assert len(list(sessions.iterdir())) == 2   # reading removes nothing
+
+
+def test_a_deeply_nested_line_is_skipped_with_a_note_not_a_crash(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    sessions = tmp_path / "r37-cockpit" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "20250103-000000-3.jsonl").write_text(
+        '{"kind": "session", "id": "20250103-000000-3", "command": "stop", "cluster": "c", "started": 1}\n'
+        + '{"kind": "cmd", "x": ' + "[" * 100_000 + "\n"
+        + '{"kind": "cmd", "t": 1, "rank": 2, "line": "docker stop ds41_r37", "exit": 0, "duration": 0.1}\n')
+    assert main(["history"]) == 0
+    out = capsys.readouterr()
+    assert "20250103-000000-3" in out.out and "Traceback" not in out.err
+    assert main(["history", "last"]) == 0
+    out = capsys.readouterr()
+    assert "docker stop ds41_r37" in out.out
+    assert "line 2: not JSON (or nested too deeply): skipped" in out.err

@@ -353,3 +353,45 @@ async def test_a_cancelled_holder_releases(demo_cluster) -> None:
         assert leftovers(demo_cluster, cfg) == []
     finally:
         await fleet.close()
+
+
+async def test_leftover_release_and_takeover_dirs_are_cleared_by_the_next_holder(demo_cluster) -> None:
+    cfg = own_config(demo_cluster)
+    d = lock_dir(demo_cluster, cfg)
+    old_release = d.with_name(f"{d.name}.release.{secrets.token_hex(16)}")
+    old_takeover = d.with_name(f"{d.name}.takeover.{secrets.token_hex(16)}")
+    fresh_release = d.with_name(f"{d.name}.release.{secrets.token_hex(16)}")   # a releaser at work now
+    plant(old_release, other(OLD), age_s=OLD)
+    plant(old_takeover, other(OLD), age_s=OLD)
+    plant(fresh_release, other())
+    other_lock = d.with_name("someone-else.lock.release.0123abcd")                # another container's
+    plant(other_lock, other(OLD), age_s=OLD)
+    fleet = await connected(cfg)
+    try:
+        async with K.ClusterLock(fleet, cfg, "stop", **FAST) as lock:
+            assert sorted(lock.cleared) == sorted([old_release.name, old_takeover.name])
+            assert not old_release.exists() and not old_takeover.exists()
+            assert fresh_release.exists() and other_lock.exists()
+    finally:
+        await fleet.close()
+        for left in (fresh_release, other_lock):
+            subprocess.run(["rm", "-r", "-f", "--", str(left)], check=True)
+
+
+async def test_a_launch_lock_of_a_gone_process_reads_as_an_interrupted_launch(demo_cluster) -> None:
+    cfg = own_config(demo_cluster)
+    d = lock_dir(demo_cluster, cfg)
+    here = K.this_box()
+    pid = dead_pid()
+    fleet = await connected(cfg)
+    try:
+        assert await K.interrupted_launch(fleet, cfg) is None                    # no lock
+        plant(d, other(host=here.host, pid=pid, boot_id=here.boot_id))           # fresh heartbeat, pid gone
+        found = await K.interrupted_launch(fleet, cfg)
+        assert found is not None and found.startswith("launch interrupted: the launcher alice@")
+        assert f"its process {pid} on this admin box" in found
+        async with K.ClusterLock(fleet, cfg, "launch", **FAST) as lock:         # a live launcher again
+            assert lock.taken_over is not None
+            assert await K.interrupted_launch(fleet, cfg) is None
+    finally:
+        await fleet.close()

@@ -229,3 +229,25 @@ def test_parameters_are_checked(fixed_config: ClusterConfig) -> None:
         K.ClusterLock(fleet, fixed_config, heartbeat_s=5, stale_after_s=8)
     a, b = K.ClusterLock(fleet, fixed_config), K.ClusterLock(fleet, fixed_config, "stop")
     assert a.token != b.token and not a.held and a.taken_over is None
+
+
+# ---- an interrupted launch (for `status`) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("held", "holder", "stale", "interrupted"), [
+    (True, ALICE, "its process 4242 on this admin box (admin1) is gone", True),
+    (True, ALICE, "its last heartbeat is 95 s old (limit 30 s)", True),
+    (True, ALICE, None, False),                                   # a live launcher: still launching
+    (True, replace(ALICE, purpose="stop"), "its process 4242 on this admin box (admin1) is gone", False),
+    (True, None, "record garbled: not JSON, lock last changed 40 s ago (limit 30 s)", False),
+    (False, None, None, False),                                   # no lock at all
+])
+def test_a_launch_lock_whose_holder_is_gone_is_an_interrupted_launch(
+        held: bool, holder: K.Holder | None, stale: str | None, interrupted: bool) -> None:
+    status = K.LockStatus(PATH, held, holder, 95.0, stale, None)
+    found = K.launch_interrupted(status)
+    if not interrupted:
+        assert found is None
+        return
+    assert found == f"launch interrupted: the launcher {ALICE.describe()} is gone ({stale})"
+    assert "r37-cockpit stop" in K.INTERRUPTED_REMEDY and "--replace-stopped" in K.INTERRUPTED_REMEDY

@@ -124,7 +124,8 @@ def served(demo_cluster: SimCluster, tmp_path: Path) -> Iterator[Served]:
                                  "serve", "--port", str(port)], stdout=sink, stderr=subprocess.STDOUT,
                                 env=env, cwd=tmp_path)
     try:
-        yield Served(wait_for_text(out, r"http://127\.0\.0\.1:\d+/", proc).group(0), proc, out)
+        # the URL with this run's secret: the browser swaps it for a cookie
+        yield Served(wait_for_text(out, r"http://127\.0\.0\.1:\d+/\?token=[\w-]+", proc).group(0), proc, out)
     finally:
         stop(proc)
 

@@ -58,7 +58,7 @@ def test_binding_every_interface_warns_and_ctrl_c_ends_it_cleanly(config: Path) 
     out, err = proc.communicate(timeout=DEADLINE)
     assert proc.returncode in (0, 130), (out, err)
     assert "Traceback" not in out + err
-    assert f"http://127.0.0.1:{port}/" in out
+    assert re.search(rf"http://127\.0\.0\.1:{port}/\?token=[\w-]{{40,}} ", out), out
     assert "warning: serving on 0.0.0.0" in err
     assert f"ssh -L {port}:127.0.0.1:{port}" in err
 
@@ -71,6 +71,44 @@ def test_a_port_in_use_is_a_clear_error(config: Path) -> None:
         proc = serve(config, "--port", str(port))
         out, err = proc.communicate(timeout=DEADLINE)
     assert proc.returncode == 2, (out, err)
+    assert out == ""      # nothing says "serving … on" for a server that never served
     assert re.fullmatch(rf"r37-cockpit: port {port} on 127\.0\.0\.1 is in use \(.*\): choose another with "
                         r"--port\n", err), err
     assert "Traceback" not in err
+
+
+def test_a_second_local_client_without_the_secret_is_refused(config: Path) -> None:
+    """Another account's raw client on loopback sends the right Origin and Host: refused (401), no session
+    starts; the printed URL's token gets a browser in."""
+    import asyncio
+
+    import aiohttp
+
+    port = free_port()
+    proc = serve(config, "--port", str(port), "--max-sessions", "1")
+    try:
+        wait_listening(port, proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        found = re.search(rf"http://127\.0\.0\.1:{port}/\?token=([\w-]+) ", line)
+        assert found, line
+        token = found.group(1)
+
+        async def attempt() -> tuple[int, int, int]:
+            origin = {"Origin": f"http://127.0.0.1:{port}"}
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+                with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                    await http.ws_connect(f"http://127.0.0.1:{port}/ws", headers=origin)
+                async with http.get(f"http://127.0.0.1:{port}/?token={token}") as page:
+                    page_status = page.status
+                async with http.get(f"http://127.0.0.1:{port}/static/js/textual.js") as asset:
+                    asset_status = asset.status
+                return refused.value.status, page_status, asset_status
+
+        assert asyncio.run(attempt()) == (401, 200, 200)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=DEADLINE)
+    assert "refused GET /ws from 127.0.0.1: no secret" in err, err
+    assert token not in err, "the secret was logged"
+    assert "browser session from" not in err, err

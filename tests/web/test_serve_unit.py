@@ -90,8 +90,8 @@ async def test_the_page_and_every_asset_it_references_come_from_this_server() ->
     server = CockpitServer("true", "127.0.0.1", 0, on_ready=lambda: None)
     async with TestClient(TestServer(await server._make_app())) as client:
         own = f"{client.host}:{client.port}"
-        page = await client.get("/")
-        assert page.status == 200
+        page = await client.get(f"/?token={server.token}")   # the secret URL: a cookie, then the page
+        assert page.status == 200 and page.url.query_string == ""
         html = await page.text()
         assert "fonts.googleapis" not in html and _foreign(html, own) == []
         refs = {next(g for g in m if g) for m in REFERENCE.findall(html)}
@@ -110,6 +110,7 @@ async def test_the_page_and_every_asset_it_references_come_from_this_server() ->
 async def test_a_websocket_from_another_sites_page_is_refused() -> None:
     server = CockpitServer("true", "127.0.0.1", 0, on_ready=lambda: None)
     async with TestClient(TestServer(await server._make_app())) as client:
+        await client.get(f"/?token={server.token}")   # even a browser holding the cookie
         response = await client.get("/ws", headers={"Origin": "https://evil.example", "Connection": "Upgrade",
                                                     "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
                                                     "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})

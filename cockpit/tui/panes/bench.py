@@ -292,6 +292,10 @@ class BenchPane(Pane):
             try:
                 await ready.runner.run()
             finally:
+                if ready.runner.unwritten:   # a full disk: say what was not kept, and why
+                    self.notify(safe("record files not written: " + "; ".join(
+                        f"{ready.out / name}: {why}" for name, why in ready.runner.unwritten.items()), 600),
+                        title="write-failed", severity="error", markup=False)
                 note_bench(self.ctx.config, ready.runner.status, ready.out, ready.model)
                 if ready.runner.summary:
                     self.finish(ready.runner.summary, ready.out)

@@ -392,7 +392,9 @@ class LaunchPane(Pane):
     @work(exclusive=True, group="launch-stop", exit_on_error=False)
     async def _stop_worker(self, plan: list[StopItem]) -> None:
         try:
-            async with ClusterLock(self.ctx.fleet, self.cfg, "stop"):
+            async with ClusterLock(self.ctx.fleet, self.cfg, "stop") as lock:
+                if lock.warning:   # a stale lock taken over: said, as for a launch
+                    self.notify(lock.warning, severity="warning")
                 outcomes = await execute_stop(self.ctx.fleet, plan, self.ctx.watcher.ledger,
                                               noted=self.ctx.watcher.expect_stop)
         except LockError as exc:
