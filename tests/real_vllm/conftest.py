@@ -1,0 +1,213 @@
+"""The real vLLM (PyPI's CPU build, in its own environment made by scripts/vllm-venv.sh) serving a tiny
+local model, once per test run: the contract tests in this folder read it with the cockpit's own code.
+
+- `R37_VLLM_PYTHON` (exported by scripts/test) names that environment's python; without it (or with
+  R37_NO_VLLM=1) every test here is skipped with the reason.
+- The model is built once per machine into a cache folder keyed by the hash of tinymodel.py (a file lock
+  keeps two pytest workers from building it at once).
+- Every test here carries `xdist_group("real_vllm")`: with scripts/test's `--dist loadgroup` they all run
+  in one worker, so one server serves them all. Tests marked `ends_server` (SIGTERM) run last in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+SERVED = "deepseek-v4.1-flash"
+BOOT_DEADLINE_S = 900.0      # generous: ~2 min on an idle 2-core machine, much more when it is loaded
+SERVE_FLAGS = ("--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", "8",
+               "--reasoning-parser", "deepseek_v3")
+SERVE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+             "VLLM_LOG_STATS_INTERVAL": "2"}
+
+
+def vllm_python() -> Path | None:
+    if os.environ.get("R37_NO_VLLM") == "1":
+        return None
+    py = os.environ.get("R37_VLLM_PYTHON")
+    return Path(py) if py and Path(py).is_file() else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = [i for i in items if HERE in Path(str(i.fspath)).parents]
+    skip = None if vllm_python() else pytest.mark.skip(
+        reason="real vLLM not installed: run ./scripts/test (R37_NO_VLLM=1 skips it), which exports R37_VLLM_PYTHON")
+    for item in here:
+        item.add_marker(pytest.mark.xdist_group("real_vllm"))
+        if skip is not None:
+            item.add_marker(skip)
+    # the tests that stop the shared server run after every other test of this folder
+    last = [i for i in here if i.get_closest_marker("ends_server")]
+    if last:
+        rest = [i for i in items if i not in last]
+        items[:] = rest + last
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("R37_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "r37-cockpit")
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    with path.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def tiny_model(py: Path) -> Path:
+    """The tiny model's folder, built on first use (cached by the builder's hash)."""
+    digest = hashlib.sha256((HERE / "tinymodel.py").read_bytes()).hexdigest()[:12]
+    out = cache_dir() / f"tiny-model-{digest}"
+    with file_lock(cache_dir() / "tiny-model.lock"):
+        if not (out / "config.json").is_file():
+            tmp = out.with_name(out.name + ".part")
+            shutil.rmtree(tmp, ignore_errors=True)
+            subprocess.run([str(py), str(HERE / "tinymodel.py"), str(tmp)], check=True,
+                           stdout=subprocess.DEVNULL, timeout=600)
+            tmp.rename(out)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+@dataclass
+class VllmServer:
+    """One `vllm serve` process: its URL, its log file (stdout and stderr), when it started."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+    model: Path
+    boot_s: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log_path.read_bytes().decode("utf-8", "replace")
+
+    def log_lines(self) -> list[str]:
+        return self.log_text().splitlines()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_log(self, text: str, deadline_s: float = 120.0, after: int = 0) -> bool:
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if text in self.log_text()[after:]:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM, then wait (SIGKILL only if it is still there after `timeout`); the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+                return None
+        return self.proc.returncode
+
+
+def start_server(py: Path, model: Path, log_path: Path, extra: tuple[str, ...] = ()) -> VllmServer:
+    port = free_port()
+    vllm = py.parent / "vllm"
+    env = {**os.environ, **SERVE_ENV}
+    env.pop("PYTHONPATH", None)
+    log = log_path.open("wb")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
+         "--served-model-name", SERVED, *SERVE_FLAGS, *extra],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=log_path.parent,
+        start_new_session=True)
+    log.close()
+    server = VllmServer(proc, port, log_path, model)
+    deadline = t0 + BOOT_DEADLINE_S
+    while True:
+        if proc.poll() is not None:
+            tail = "\n".join(server.log_lines()[-40:])
+            raise RuntimeError(f"vllm serve exited with {proc.returncode} before /health answered:\n{tail}")
+        with contextlib.suppress(OSError):
+            if _get(server.url + "/health", 2.0)[0] == 200:
+                break
+        if time.monotonic() > deadline:
+            server.stop(10)
+            tail = "\n".join(server.log_lines()[-40:])
+            raise RuntimeError(f"vllm serve: no /health within {BOOT_DEADLINE_S:.0f} s:\n{tail}")
+        time.sleep(0.5)
+    server.boot_s = time.monotonic() - t0
+    return server
+
+
+@pytest.fixture(scope="session")
+def vllm_py() -> Path:
+    py = vllm_python()
+    if py is None:
+        pytest.skip("real vLLM not installed (R37_VLLM_PYTHON unset or R37_NO_VLLM=1)")
+    return py
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(vllm_py: Path) -> Path:
+    return tiny_model(vllm_py)
+
+
+@pytest.fixture(scope="session")
+def real_vllm(vllm_py: Path, tiny_model_dir: Path,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """The shared server (one per run: the tests here share a worker, see the module doc)."""
+    log_path = tmp_path_factory.mktemp("real-vllm") / "vllm-serve.log"
+    server = start_server(vllm_py, tiny_model_dir, log_path)
+    try:
+        yield server
+    finally:
+        # the process group: EngineCore and its workers go with the API server
+        if server.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.proc.pid, signal.SIGTERM)
+            try:
+                server.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.proc.pid, signal.SIGKILL)
+                server.proc.wait(30)
