@@ -7,6 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cockpit.api.chat import ChatRequest
+from cockpit.api.client import ApiClient
+from cockpit.api.stream import ChatResult, Finished, StreamDeadlines, StreamError
 from cockpit.recipe.phases import Phase
 from cockpit.recipe.timeline import RankTimeline
 
@@ -38,3 +41,39 @@ def read_boot(lines: Iterable[str], rank: int = 0, *, stop_at: int | None = None
     f = tl.failure
     return BootReading(tuple(s.phase for s in tl.spans), f.label if f else None, f.cause if f else None,
                        f.context if f else (), len(tl.stats))
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A streamed answer as the cockpit read it."""
+
+    kinds: tuple[str, ...]          # the event types, in order, runs of one type folded into one
+    reasoning: str
+    content: str
+    tools: tuple[tuple[str, str], ...]   # (name, arguments)
+    finish_reason: str | None
+    completion_tokens: int | None
+    error_kind: str | None
+    error_message: str
+    error_remedy: str
+
+
+async def stream_turn(client: ApiClient, request: ChatRequest,
+                      deadlines: StreamDeadlines | None = None) -> Turn:
+    kinds: list[str] = []
+    result: ChatResult | None = None
+    error: StreamError | None = None
+    async with client.chat_stream(request, deadlines=deadlines) as stream:
+        async for event in stream:
+            name = type(event).__name__
+            if not kinds or kinds[-1] != name:
+                kinds.append(name)
+            if isinstance(event, Finished):
+                result = event.result
+            elif isinstance(event, StreamError):
+                error, result = event, event.partial
+    usage = result.usage if result else None
+    return Turn(tuple(kinds), result.reasoning if result else "", result.content if result else "",
+                tuple((t.name or "", t.arguments) for t in result.tool_calls) if result else (),
+                result.finish_reason if result else None, usage.completion_tokens if usage else None,
+                error.kind if error else None, error.message if error else "", error.remedy if error else "")

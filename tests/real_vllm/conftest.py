@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -46,7 +47,8 @@ def vllm_python() -> Path | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = [i for i in items if HERE in Path(str(i.fspath)).parents]
     skip = None if vllm_python() else pytest.mark.skip(
-        reason="real vLLM not installed: run ./scripts/test (R37_NO_VLLM=1 skips it), which exports R37_VLLM_PYTHON")
+        reason="real vLLM not installed: ./scripts/test installs it and exports R37_VLLM_PYTHON "
+               "(R37_NO_VLLM=1 skips it)")
     for item in here:
         item.add_marker(pytest.mark.xdist_group("real_vllm"))
         if skip is not None:
@@ -149,6 +151,17 @@ class VllmServer:
         return self.proc.returncode
 
 
+LOW_NOFILE = 20000
+
+
+def _low_nofile() -> None:
+    """The open-files limit a default Docker host gives (below vLLM's wish of 65535, which it cannot
+    raise): vLLM then logs its "Found ulimit … Too many open files" WARNING, which the tests read."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    low = min(LOW_NOFILE, hard) if hard != resource.RLIM_INFINITY else LOW_NOFILE
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, low), low))
+
+
 def start_server(py: Path, model: Path, log_path: Path, extra: tuple[str, ...] = ()) -> VllmServer:
     port = free_port()
     vllm = py.parent / "vllm"
@@ -160,7 +173,7 @@ def start_server(py: Path, model: Path, log_path: Path, extra: tuple[str, ...] =
         [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
          "--served-model-name", SERVED, *SERVE_FLAGS, *extra],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=log_path.parent,
-        start_new_session=True)
+        start_new_session=True, preexec_fn=_low_nofile)
     log.close()
     server = VllmServer(proc, port, log_path, model)
     deadline = t0 + BOOT_DEADLINE_S
