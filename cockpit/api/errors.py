@@ -198,8 +198,9 @@ def from_status(status: int, body: bytes, url: str) -> ApiError:
     )
 
 
-# What the server's own message says went wrong, for 400/404/422 (real vLLM 0.32's texts: docs/vllm.md#error-bodies):
-# the first pattern that matches gives the remedy, so it names the actual cause, not every possible one.
+# What the server's own message says went wrong, for 400/404/422 (real vLLM 0.32's texts:
+# docs/vllm.md#error-bodies): the first pattern that matches gives the remedy, so it names the actual cause,
+# not every possible one.
 _REMEDY_BY_MESSAGE: tuple[tuple[frozenset[int], re.Pattern[str], str], ...] = (
     (frozenset({400}), re.compile(r"--enable-auto-tool-choice|--tool-call-parser"),
      "The server was started without automatic tool calling: `tool_choice: auto` needs vLLM's "
@@ -208,7 +209,7 @@ _REMEDY_BY_MESSAGE: tuple[tuple[frozenset[int], re.Pattern[str], str], ...] = (
     (frozenset({400}), re.compile(r"max_model_len|maximum context length|max_tokens", re.IGNORECASE),
      "The prompt plus max_tokens exceed the served context (--max-model-len): ask for fewer tokens "
      "(--max-tokens) or send a shorter prompt."),
-    (frozenset({400, 404}), re.compile(r"model `[^`]*` does not exist|model .* does not exist", re.IGNORECASE),
+    (frozenset({400, 404}), re.compile(r"model .* does not exist", re.IGNORECASE),
      "Wrong model name: use one the server lists in /v1/models (--model), or leave --model out."),
     (frozenset({400, 422}), re.compile(r"validation error|json_invalid|Field required"),
      "The server could not read the request body (invalid JSON or a missing field): a client bug or a "

@@ -93,7 +93,10 @@ PHASE_RULES: tuple[PhaseRule, ...] = (
     PhaseRule(_re(r"\brank \d+ in world size \d+ is assigned as"), Phase.DIST_INIT),
     PhaseRule(_re(r"world_size=\d+ rank=\d+ local_rank=\d+ distributed_init_method="), Phase.DIST_INIT),
     PhaseRule(_re(r"\bNCCL INFO\b|vLLM is using nccl=="), Phase.DIST_INIT),
-    PhaseRule(_re(r"[Hh]eadless mode|Connecting to the head at"), Phase.DIST_INIT, "worker"),
+    # a worker node's `vllm serve --headless`: "Launching vLLM (vX) headless multiproc executor, with head
+    # node address …" (older texts kept: they cost nothing)
+    PhaseRule(_re(r"[Hh]eadless mode|headless multiproc executor|Connecting to the head at"), Phase.DIST_INIT,
+              "worker"),
     # disk Engram patch: the rows this rank serves
     PhaseRule(_re(r"Engram DISK mode: layer \d+ rows \[|Engram DISK mode enabled"), Phase.ENGRAM),
     # weights
