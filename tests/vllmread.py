@@ -9,7 +9,8 @@ from pathlib import Path
 
 from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
-from cockpit.api.stream import ChatResult, Finished, StreamDeadlines, StreamError
+from cockpit.api.sse import SseDecoder
+from cockpit.api.stream import ChatResult, ChunkAccumulator, Finished, StreamDeadlines, StreamError
 from cockpit.recipe.phases import Phase
 from cockpit.recipe.timeline import RankTimeline
 
@@ -74,6 +75,50 @@ async def stream_turn(client: ApiClient, request: ChatRequest,
                 error, result = event, event.partial
     usage = result.usage if result else None
     return Turn(tuple(kinds), result.reasoning if result else "", result.content if result else "",
-                tuple((t.name or "", t.arguments) for t in result.tool_calls) if result else (),
+                tuple((t.name or "", t.arguments_json) for t in result.tool_calls) if result else (),
+                result.finish_reason if result else None, usage.completion_tokens if usage else None,
+                error.kind if error else None, error.message if error else "", error.remedy if error else "")
+
+
+def sample_sections(name: str) -> dict[str, bytes]:
+    """A capture file of `### title` sections, each an HTTP response with headers: title → body bytes."""
+    out: dict[str, bytes] = {}
+    for part in (SAMPLES / name).read_bytes().split(b"### ")[1:]:
+        title, _, rest = part.partition(b"\n")
+        _, _, body = rest.partition(b"\r\n\r\n") if b"\r\n\r\n" in rest else rest.partition(b"\n\n")
+        out[title.decode().strip()] = body
+    return out
+
+
+def sample_response(name: str) -> tuple[int, bytes]:
+    """A capture of one HTTP response: (status, body)."""
+    raw = (SAMPLES / name).read_bytes()
+    head, _, body = raw.partition(b"\r\n\r\n") if b"\r\n\r\n" in raw else raw.partition(b"\n\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def turn_from_sse(body: bytes, *, closed: bool = True) -> Turn:
+    """Captured SSE bytes read by the cockpit's decoder and chunk accumulator (``closed``: the body ended
+    there; else the stream is still open when the bytes stop)."""
+    dec, acc = SseDecoder(), ChunkAccumulator(t_start=0.0, clock=lambda: 1.0)
+    events = [e for ev in dec.feed(body) for e in acc.feed(ev)]
+    if closed:
+        events += [e for ev in dec.close() for e in acc.feed(ev)] + acc.end_of_body()
+    kinds: list[str] = []
+    result: ChatResult | None = None
+    error: StreamError | None = None
+    for event in events:
+        name = type(event).__name__
+        if not kinds or kinds[-1] != name:
+            kinds.append(name)
+        if isinstance(event, Finished):
+            result = event.result
+        elif isinstance(event, StreamError):
+            error, result = event, event.partial
+    if result is None and error is None:
+        result = acc.result()
+    usage = result.usage if result else None
+    return Turn(tuple(kinds), result.reasoning if result else "", result.content if result else "",
+                tuple((t.name or "", t.arguments_json) for t in result.tool_calls) if result else (),
                 result.finish_reason if result else None, usage.completion_tokens if usage else None,
                 error.kind if error else None, error.message if error else "", error.remedy if error else "")

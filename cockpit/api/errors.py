@@ -203,9 +203,9 @@ def from_status(status: int, body: bytes, url: str) -> ApiError:
 # not every possible one.
 _REMEDY_BY_MESSAGE: tuple[tuple[frozenset[int], re.Pattern[str], str], ...] = (
     (frozenset({400}), re.compile(r"--enable-auto-tool-choice|--tool-call-parser"),
-     "The server was started without automatic tool calling: `tool_choice: auto` needs vLLM's "
-     "`--enable-auto-tool-choice` and `--tool-call-parser NAME` server flags (rank 0's serve command); "
-     "without them, name the tool in tool_choice or send none."),
+     "The server was started without the tool-calling flags the request needs (see the message): "
+     "`tool_choice: auto` needs vLLM's `--enable-auto-tool-choice` and `--tool-call-parser NAME`, a named "
+     "tool_choice `--tool-call-parser NAME` (rank 0's serve command); without them, send no tool_choice."),
     (frozenset({400}), re.compile(r"max_model_len|maximum context length|max_tokens", re.IGNORECASE),
      "The prompt plus max_tokens exceed the served context (--max-model-len): ask for fewer tokens "
      "(--max-tokens) or send a shorter prompt."),

@@ -31,6 +31,8 @@ import pytest
 HERE = Path(__file__).parent
 SERVED = "deepseek-v4.1-flash"
 BOOT_DEADLINE_S = 900.0      # generous: ~2 min on an idle 2-core machine, much more when it is loaded
+# no tool-call flags: 0.32 then refuses any tool_choice but none with a 400 (the remedy tests read it); the
+# tool-call deltas are read from a capture of a server with them (tests/api/test_api_real_vllm_samples.py)
 SERVE_FLAGS = ("--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", "8",
                "--reasoning-parser", "deepseek_v3")
 SERVE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
@@ -110,7 +112,7 @@ def _get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
 class VllmServer:
     """One `vllm serve` process: its URL, its log file (stdout and stderr), when it started."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | None      # None: a server this run did not start (R37_VLLM_URL)
     port: int
     log_path: Path
     model: Path
@@ -128,7 +130,7 @@ class VllmServer:
         return self.log_text().splitlines()
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.proc is not None and self.proc.poll() is None
 
     def wait_log(self, text: str, deadline_s: float = 120.0, after: int = 0) -> bool:
         end = time.monotonic() + deadline_s
@@ -140,6 +142,8 @@ class VllmServer:
 
     def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM, then wait (SIGKILL only if it is still there after `timeout`); the exit code."""
+        if self.proc is None:
+            return None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -209,14 +213,22 @@ def tiny_model_dir(vllm_py: Path) -> Path:
 @pytest.fixture(scope="session")
 def real_vllm(vllm_py: Path, tiny_model_dir: Path,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    """The shared server (one per run: the tests here share a worker, see the module doc)."""
+    """The shared server (one per run: the tests here share a worker, see the module doc).
+
+    For work on these tests: R37_VLLM_URL=http://127.0.0.1:PORT and R37_VLLM_LOG=FILE use a server already
+    running (started with conftest's SERVE_FLAGS, SERVE_ENV and a low open-files limit); the tests that
+    stop the server are then skipped."""
+    if os.environ.get("R37_VLLM_URL") and os.environ.get("R37_VLLM_LOG"):
+        port = int(os.environ["R37_VLLM_URL"].rsplit(":", 1)[1].rstrip("/"))
+        yield VllmServer(None, port, Path(os.environ["R37_VLLM_LOG"]), tiny_model_dir)
+        return
     log_path = tmp_path_factory.mktemp("real-vllm") / "vllm-serve.log"
     server = start_server(vllm_py, tiny_model_dir, log_path)
     try:
         yield server
     finally:
         # the process group: EngineCore and its workers go with the API server
-        if server.alive():
+        if server.alive() and server.proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(server.proc.pid, signal.SIGTERM)
             try:

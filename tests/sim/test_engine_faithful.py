@@ -8,11 +8,19 @@ import time
 from pathlib import Path
 
 import httpx
+from vllmread import sample_sections, stream_turn, turn_from_sse
 
+from cockpit.api.chat import ChatRequest
+from cockpit.api.client import ApiClient
 from cockpit.api.errors import from_status
+from cockpit.constants import SERVED_MODEL
 from cockpit.recipe.phases import is_access_log, match_stats
 from cockpit.sim import layout
 from cockpit.sim.engine.spawn import ready_engine
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "the weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 
 CHAT = {"messages": [{"role": "user", "content": "Tell me about clouds."}], "max_tokens": 64,
         "chat_template_kwargs": {"thinking": False}}
@@ -81,3 +89,22 @@ def test_an_unknown_path_answers_as_fastapi_does(tmp_path: Path) -> None:
         r = httpx.get(url + "/v1/nowhere", timeout=10)
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
     assert "Wrong path" in from_status(404, r.content, url).remedy
+
+
+async def test_a_named_tool_call_reads_as_the_real_capture(tmp_path: Path) -> None:
+    """Differential, on the capture of real 0.32 (started with the tool flags): the cockpit reads one call,
+    named once, with JSON arguments, from both."""
+    real = turn_from_sse(sample_sections("sse-tool-calls.txt")["forced named tool call, stream"])
+    req = ChatRequest(messages=[{"role": "user", "content": "weather in Paris?"}], model=SERVED_MODEL,
+                      thinking=False, max_tokens=400, tools=[WEATHER],
+                      tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    with ready_engine(tmp_path / "engine.log") as url:
+        async with ApiClient(url) as client:
+            sim = await stream_turn(client, req)
+    for turn in (real, sim):
+        assert turn.error_kind is None, turn
+        assert [name for name, _ in turn.tools] == ["get_weather"]
+        assert turn.tools[0][1].startswith('{"')
+        assert turn.kinds[0] == "RoleStarted" and turn.kinds[-1] == "Finished"
+    # drift: the random model's guided JSON ran to max_tokens ("length"); the sim's call ends
+    assert real.finish_reason == "length" and sim.finish_reason in ("stop", "tool_calls")
