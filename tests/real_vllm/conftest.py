@@ -46,6 +46,10 @@ def vllm_python() -> Path | None:
     return Path(py) if py and Path(py).is_file() else None
 
 
+TEST_TIMEOUT_S = 1800   # the first test waits for the boot; bench and smoke run long on a loaded machine
+
+
+@pytest.hookimpl(tryfirst=True)    # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = [i for i in items if HERE in Path(str(i.fspath)).parents]
     skip = None if vllm_python() else pytest.mark.skip(
@@ -53,6 +57,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                "(R37_NO_VLLM=1 skips it)")
     for item in here:
         item.add_marker(pytest.mark.xdist_group("real_vllm"))
+        item.add_marker(pytest.mark.timeout(TEST_TIMEOUT_S))
         if skip is not None:
             item.add_marker(skip)
     # the tests that stop the shared server run after every other test of this folder

@@ -26,6 +26,8 @@ from cockpit.api.stream import StreamDeadlines
 from cockpit.recipe.phases import Phase, is_access_log
 from cockpit.telemetry.engine_stats import EngineStats, read_snapshot
 
+pytestmark = pytest.mark.xdist_group("real_vllm")   # one worker, one server (conftest.py)
+
 DEADLINES = StreamDeadlines(120.0, 60.0)   # generous: the machine is loaded; nothing here waits on them
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "the weather in a city",
@@ -49,7 +51,7 @@ def test_boot_log_reaches_api_start_without_a_failure(real_vllm: VllmServer) -> 
 
 async def test_metrics_idle_then_serving_then_idle(real_vllm: VllmServer) -> None:
     tracker = HangTracker(hang_after_s=60)
-    stats = EngineStats()
+    stats = EngineStats(max_samples=10_000, window_s=3600)   # the whole test: its TTFTs stay in the window
     async with ApiClient(real_vllm.url, deadlines=DEADLINES) as client:
         first = await read_sample(client)
         assert first.complete, first.found

@@ -34,6 +34,8 @@ from cockpit.telemetry.engine_stats import EngineStats, read_snapshot
 sys.path.insert(0, str(Path(__file__).parents[1] / "sim"))
 from test_engine_boot import Cluster, healthy, wait_until  # the sim engine's own test rig
 
+pytestmark = pytest.mark.xdist_group("real_vllm")   # one worker, one server (conftest.py)
+
 DEADLINES = StreamDeadlines(120.0, 60.0)
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "the weather in a city",

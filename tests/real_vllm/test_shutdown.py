@@ -19,6 +19,8 @@ from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
 from cockpit.api.stream import MESSAGE_ABORTED, StreamDeadlines
 
+pytestmark = pytest.mark.xdist_group("real_vllm")   # one worker, one server (conftest.py)
+
 IDLE_S = 20.0
 
 
