@@ -19,8 +19,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import SERVED, VllmServer
 from vllmread import Turn, read_boot, stream_turn
+from vllmserver import SERVED, VllmServer
 
 from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient

@@ -12,8 +12,8 @@ import signal
 import time
 
 import pytest
-from conftest import SERVED, VllmServer
 from vllmread import read_boot, stream_turn
+from vllmserver import SERVED, VllmServer
 
 from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
