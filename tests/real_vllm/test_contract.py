@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -178,3 +180,52 @@ def test_the_stats_line_is_printed_only_while_there_was_throughput(real_vllm: Vl
     time.sleep(12)      # six intervals of idle
     stats = [ln for ln in real_vllm.log_lines()[n0:] if "Avg prompt throughput" in ln]
     assert len(stats) <= 2, stats
+
+
+def engine_core_pid(api_pid: int) -> int | None:
+    """The EngineCore process under the API server (vLLM names it `VLLM::EngineCore`)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == api_pid and b"EngineCore" in cmd:
+            return int(entry.name)
+    return None
+
+
+async def test_a_stopped_engine_core_is_hung_by_metrics(real_vllm: VllmServer) -> None:
+    """A real hang: SIGSTOP the EngineCore mid-answer. The API server still answers /metrics, the request
+    stays running, the generation counter stays flat: the cockpit's tracker says hung, with its remedy;
+    after SIGCONT the answer finishes."""
+    if real_vllm.proc is None:
+        pytest.skip("R37_VLLM_URL: a server this run did not start is not signalled")
+    core = engine_core_pid(real_vllm.proc.pid)
+    assert core is not None, "no EngineCore process under the API server"
+    tracker = HangTracker(hang_after_s=6)
+    async with ApiClient(real_vllm.url, deadlines=StreamDeadlines(300.0, 300.0)) as client:
+        answer = asyncio.create_task(stream_turn(client, ask("a long story", thinking=False,
+                                                            max_tokens=2000)))
+        t0 = time.monotonic()
+        while True:      # until the counters show it generating
+            sample = await read_sample(client)
+            if tracker.feed(sample).state == "serving" and sample.busy:
+                break
+            assert time.monotonic() - t0 < 120 and not answer.done(), "the answer never started"
+            await asyncio.sleep(0.2)
+        os.kill(core, signal.SIGSTOP)
+        try:
+            t_stop, live = time.monotonic(), tracker.last
+            while live.state != "hung" and time.monotonic() - t_stop < 120:
+                await asyncio.sleep(1.0)
+                live = tracker.feed(await read_sample(client))
+            assert live.state == "hung", live
+            assert "has not grown" in live.message and "logs --rank 0" in live.remedy
+            assert time.monotonic() - t_stop >= 6
+        finally:
+            os.kill(core, signal.SIGCONT)
+        turn = await asyncio.wait_for(answer, 300)
+    assert turn.error_kind is None and turn.finish_reason == "length", turn
