@@ -37,7 +37,9 @@ WEATHER = {"type": "function", "function": {
 
 
 def ask(text: str, **kw: object) -> ChatRequest:
-    return ChatRequest(messages=[{"role": "user", "content": text}], model=SERVED, **kw)  # type: ignore[arg-type]
+    """A request that runs to max_tokens (vLLM's `ignore_eos`: a random model may sample its EOS)."""
+    return ChatRequest(messages=[{"role": "user", "content": text}], model=SERVED,  # type: ignore[arg-type]
+                       extra={"ignore_eos": True}, **kw)
 
 
 def test_boot_log_reaches_api_start_without_a_failure(real_vllm: VllmServer) -> None:

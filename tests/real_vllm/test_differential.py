@@ -75,7 +75,8 @@ async def _metrics_story(url: str, model: str) -> tuple[list[str], float, int, d
         states = [tracker.feed(before).state]
         stats.feed(await read_snapshot(client))
         turn = await stream_turn(client, ChatRequest(messages=[{"role": "user", "content": "clouds"}],
-                                                     model=model, thinking=False, max_tokens=48))
+                                                     model=model, thinking=False, max_tokens=48,
+                                                     extra={"ignore_eos": True}))
         time.sleep(1.0)   # vLLM's metrics follow the answer's end by one engine step
         after = await read_sample(client)
         states.append(tracker.feed(after).state)
@@ -106,7 +107,7 @@ def _shape(turn: Turn) -> tuple[object, ...]:
 @pytest.mark.parametrize("thinking", [True, False])
 async def test_sse_turns_alike(real_vllm: VllmServer, sim_url: tuple[str, Path], thinking: bool) -> None:
     req = ChatRequest(messages=[{"role": "user", "content": "tell me about the sea"}], model=SERVED,
-                      thinking=thinking, max_tokens=16)
+                      thinking=thinking, max_tokens=16, extra={"ignore_eos": True})  # vLLM's: to max_tokens
     async with (ApiClient(real_vllm.url, deadlines=DEADLINES) as a,
                 ApiClient(sim_url[0], deadlines=DEADLINES) as b):
         real, sim = await stream_turn(a, req), await stream_turn(b, req)

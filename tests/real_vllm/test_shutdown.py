@@ -32,7 +32,8 @@ async def test_sigterm_with_streams_open(real_vllm: VllmServer) -> None:
     deadlines = StreamDeadlines(300.0, IDLE_S)
     async with ApiClient(real_vllm.url, deadlines=deadlines) as client:
         requests = [ChatRequest(messages=[{"role": "user", "content": f"a long story {i}"}], model=SERVED,
-                                thinking=False, max_tokens=2000, temperature=1.0) for i in range(2)]
+                                thinking=False, max_tokens=2000, temperature=1.0,
+                                extra={"ignore_eos": True}) for i in range(2)]
         streams = [asyncio.create_task(stream_turn(client, r)) for r in requests]
         n_before = len(real_vllm.log_lines())
         # tokens are flowing when the server's log shows the requests in (and a little later)
