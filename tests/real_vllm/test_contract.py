@@ -87,8 +87,8 @@ async def test_sse_thinking_on_is_reasoning_with_usage(real_vllm: VllmServer) ->
     async with ApiClient(real_vllm.url, deadlines=DEADLINES) as client:
         turn = await stream_turn(client, ask("think about the sea", thinking=True, max_tokens=16))
     assert turn.error_kind is None, turn
-    assert turn.kinds[0] == "RoleStarted" and "ReasoningDelta" in turn.kinds and turn.kinds[-1] == "Finished"
-    assert turn.reasoning and not turn.content
+    assert turn.kinds[:2] == ("RoleStarted", "ReasoningDelta") and turn.kinds[-1] == "Finished"
+    assert turn.reasoning   # (a random model may sample `</think>` and go on in content)
     assert turn.finish_reason == "length" and turn.completion_tokens == 16
 
 
