@@ -82,11 +82,15 @@ _ALL = [
               "`r37-cockpit setup env`"),
     ErrorCode("rank-failed", "a rank's container failed (crashed, OOM, exited non-zero): the cluster is down",
               "read the rank's first failure; stop all ranks, relaunch"),
-    ErrorCode("state-unknown", "the cockpit cannot tell the cluster's state (docker unreadable on a host)",
-              "look at the host named; `r37-cockpit status` again"),
+    ErrorCode("state-unknown", "the cockpit cannot tell the cluster's state (docker unreadable on a host, "
+              "or a rank not read yet)", "look at the host named; `r37-cockpit status` again"),
+    ErrorCode("launch-incomplete", "some ranks have a container, others none, and no launch is running "
+              "(an interrupted launch)", "stop what runs (`r37-cockpit stop`), then launch again"),
     ErrorCode("not-stopped", "a rank could not be stopped (host unreachable or docker failed)",
               "retry when the host is back; `--force` skips unreachable ranks"),
     ErrorCode("not-ours", "the container was not started by this cockpit", "stop it the way it was started"),
+    ErrorCode("fabric-failed", "a pair of ranks failed the fabric test or is slow (ib_write_bw/ib_write_lat)",
+              "the test names the slow link and its remedy: cable/port, MTU, GID index, PFC"),
     # the engine's API
     ErrorCode("api-unreachable", "nothing answers on the API (tunnel down or engine not listening)",
               "check the tunnel to rank 0 and that the engine is up"),

@@ -4,8 +4,8 @@
   (found after `--config` and `./cluster.toml`, `config_search`) and `themes/`, the user's own themes;
 - state: `$XDG_STATE_HOME/r37-cockpit/` (default `~/.local/state/r37-cockpit/`): the launch ledger
   `launched.json`, the logs archived before a relaunch (`archive/`), the UI state `ui.json`, the
-  command log of each cockpit session (`sessions/`) and the simulated cluster of `r37-cockpit demo` /
-  `sim` (`sim/`).
+  command log of each cockpit session (`sessions/`), the flight recorder's database of each cluster
+  (`recordings/`) and the simulated cluster of `r37-cockpit demo` / `sim` (`sim/`).
 
 Each is computed when asked (the environment is read then, so a test that sets `XDG_STATE_HOME` or
 `XDG_CONFIG_HOME` gets its own); nothing here creates a directory.
@@ -71,6 +71,11 @@ def sim_dir() -> Path:
 def sessions_dir() -> Path:
     """The command log: one JSONL file per cockpit session (`cockpit.recipe.history`)."""
     return state_dir() / "sessions"
+
+
+def recordings_dir() -> Path:
+    """The flight recorder: one SQLite database per cluster (`cockpit.telemetry.recorder`)."""
+    return state_dir() / "recordings"
 
 
 def logs_save_dir() -> Path:

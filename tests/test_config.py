@@ -458,3 +458,21 @@ def test_stream_frame_ms_default_range_and_error() -> None:
     assert parse_config(variant(sect_set("ui", stream_frame_ms=0))).ui.stream_frame_ms == 0
     (problem,) = problems_of(variant(sect_set("ui", stream_frame_ms=5000)))
     assert problem[0] == "ui.stream_frame_ms" and "2000" in problem[1]
+
+
+@pytest.mark.parametrize(("recorder", "key", "reason"), [
+    ({"retention_days": 0}, "recorder.retention_days", "out of range (1..3650)"),
+    ({"max_mb": 0}, "recorder.max_mb", "out of range"),
+    ({"max_mb": "500"}, "recorder.max_mb", ""),
+    ({"keep": 3}, "recorder.keep", ""),
+])
+def test_recorder_section_is_validated(recorder: dict[str, Any], key: str, reason: str) -> None:
+    problems = problems_of(variant(lambda d: d.update(recorder=recorder)))
+    assert any(k == key and reason in r for k, r in problems), problems
+
+
+def test_recorder_section_defaults_and_values() -> None:
+    assert parse_config(variant(lambda d: None)).recorder.retention_days == 30
+    cfg = parse_config(variant(lambda d: d.update(recorder={"enabled": False, "retention_days": 7,
+                                                             "max_mb": 50})))
+    assert (cfg.recorder.enabled, cfg.recorder.retention_days, cfg.recorder.max_mb) == (False, 7, 50)

@@ -34,6 +34,7 @@ from logs import _ensure_image, pct, press_and_time, rss_mb
 from cockpit.config import ClusterConfig, load_config
 from cockpit.hosts import Fleet, Result
 from cockpit.hosts.shell import command
+from cockpit.recipe import containers as dk
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.logs import LogsPane
 
@@ -74,8 +75,21 @@ async def press_keys(app: CockpitApp, pane: LogsPane, seconds: float, rss: list[
     return lat
 
 
-async def flood_containers(cfg: ClusterConfig, start: bool, rate: float, seconds: float) -> None:
-    """Start (or remove) the benchmark's flooding containers, named like the engine's, on every host."""
+def require_sim(cluster_dir: Path) -> None:
+    """Refuse anything but a simulated cluster (`r37-cockpit sim up`): a benchmark never runs its
+    containers on hosts it did not make."""
+    toml = cluster_dir / "cluster.toml"
+    head = toml.read_text(errors="replace")[:200] if toml.is_file() else ""
+    if not (head.startswith("# Written by `r37-cockpit sim up`") and (cluster_dir / "hosts").is_dir()):
+        raise SystemExit(f"{cluster_dir} is not a simulated cluster made by `r37-cockpit sim up`: refused "
+                         "(this benchmark starts containers on the hosts)")
+
+
+async def flood_containers(cfg: ClusterConfig, start: bool, rate: float, seconds: float,
+                           created: dict[int, str]) -> None:
+    """Start the benchmark's flooding containers, named like the engine's, on every host, recording the
+    ID of each one it created in `created`; or (start False) stop and remove exactly those IDs, never a
+    container by name and never one it did not create (a refused start creates nothing)."""
     name = cfg.cluster.container_name
     async with Fleet(cfg) as fleet:
         if not await fleet.wait_connected(20):
@@ -89,16 +103,25 @@ async def flood_containers(cfg: ClusterConfig, start: bool, rate: float, seconds
             res = await fleet.run_all(command(["docker", "run", "-d", "--name", name, "--entrypoint",
                                                "python3", cfg.runtime.image_tag, "-c", FLOOD, str(rate),
                                                str(seconds)]))
+            for r, x in res.items():
+                cid = dk.container_id_from_output(x.stdout) if isinstance(x, Result) else None
+                if cid is not None:
+                    created[r] = cid
             bad = {r: x for r, x in res.items() if not (isinstance(x, Result) and x.ok)}
             if bad:
                 raise SystemExit(f"the flood containers did not start: {bad}")
         else:
-            await fleet.run_all(command(["docker", "rm", "-f", name]))
+            mine = dict(created)
+            await fleet.run_all(lambda h: command(dk.stop_argv(mine[h.rank])), ranks=list(mine))
+            await fleet.run_all(lambda h: command(dk.rm_argv(mine[h.rank])), ranks=list(mine))
+            created.clear()
 
 
 async def bench(cluster_dir: Path, seconds: float, rate: float, baseline_s: float) -> dict[str, Any]:
+    require_sim(cluster_dir)
     cfg = load_config(cluster_dir / "cluster.toml")
     app = CockpitApp(cfg, cluster_dir / "cluster.toml")
+    created: dict[int, str] = {}
     rss: list[tuple[float, float]] = []
     t_start = time.perf_counter()
     try:
@@ -110,7 +133,7 @@ async def bench(cluster_dir: Path, seconds: float, rate: float, baseline_s: floa
                 raise SystemExit("the TUI's fleet did not connect")
             base = await press_keys(app, pane, baseline_s, rss, t_start)
             base_received = pane.store.received
-            await flood_containers(cfg, True, rate, seconds)
+            await flood_containers(cfg, True, rate, seconds, created)
             t0 = time.perf_counter()
             flood = await press_keys(app, pane, seconds, rss, t_start)
             elapsed = time.perf_counter() - t0
@@ -128,7 +151,7 @@ async def bench(cluster_dir: Path, seconds: float, rate: float, baseline_s: floa
                 "rss_mb": rss, "rss_mb_max": max(v for _, v in rss),
             }
     finally:
-        await flood_containers(cfg, False, rate, seconds)
+        await flood_containers(cfg, False, rate, seconds, created)
     f = result["flood"]
     result["targets"] = {"key_p99_ms": LATENCY_TARGET_MS, "rss_mb": RSS_TARGET_MB}
     result["measured_nothing"] = f["received"] == 0

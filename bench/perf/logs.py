@@ -244,6 +244,7 @@ async def ssh_path(cluster_dir: Path, lines: int) -> dict[str, Any]:
     without docker or the follower (`seq | sed` on a plain channel), measured in the same run."""
     from cockpit.hosts import Fleet, Result
     from cockpit.hosts.shell import command
+    from cockpit.recipe import containers as dk
     from cockpit.telemetry.logfollow import FollowEvent, follow
 
     config = load_config(cluster_dir / "cluster.toml")
@@ -265,6 +266,8 @@ async def ssh_path(cluster_dir: Path, lines: int) -> dict[str, Any]:
         base_s = time.perf_counter() - t0
         started = await fleet.run_all(command(["docker", "run", "-d", "--name", name, "--entrypoint", "sh",
                                                config.runtime.image_tag, "-c", script]), timeout=60)
+        created = {r: cid for r, res in started.items() if isinstance(res, Result)
+                   and (cid := dk.container_id_from_output(res.stdout)) is not None}
         bad = {r: res for r, res in started.items() if not (isinstance(res, Result) and res.ok)}
         if bad:
             raise SystemExit(f"the flooding containers did not start on ranks {sorted(bad)}: {bad}")
@@ -283,7 +286,8 @@ async def ssh_path(cluster_dir: Path, lines: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         await asyncio.gather(*(one(r) for r in config.ranks))
         elapsed = time.perf_counter() - t0
-        await fleet.run_all(command(["docker", "rm", "-f", name]), timeout=60)  # the benchmark's own
+        # only the containers it created, by their IDs, once they exited (never `rm -f`, never by name)
+        await fleet.run_all(lambda h: command(dk.rm_argv(created[h.rank])), ranks=list(created), timeout=60)
     total, base_total = sum(counts.values()), sum(base_counts.values())
     expected = lines * len(config.ranks)
     return {"mode": "real SSH path: docker logs -f -t of stand-in containers flooding on each of 4 demo "

@@ -8,7 +8,9 @@ and Hosts pane poll as usual). On every host a stand-in container named like the
 end the least-squares slope of RSS over the samples (the first, warm-up one left out) gives the verdict:
 "flat" when it is at most `--max-slope` MB/min, else "growing". The run uses a copy of cluster.toml with
 `[ui] log_buffer_lines = --buffer-lines` (1000 per rank), so the log store is full by the first sample and
-the growth it rightly has is not mistaken for a leak. The flood containers are removed.
+the growth it rightly has is not mistaken for a leak. It refuses a cluster that `sim up` did not make or
+that has a container of that name; at the end it stops and removes exactly the containers it created (by
+their IDs), never one by name.
 
     python bench/perf/soak.py --dir DIR [--minutes 60] [--every 60] [--rate 20] [--max-slope 1.0]
                               [--buffer-lines 1000] [--json]
@@ -29,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from flood import flood_containers
+from flood import flood_containers, require_sim
 from logs import rss_mb
 
 from cockpit.config import load_config
@@ -59,6 +61,8 @@ async def soak(cluster_dir: Path, minutes: float, every: float, rate: float, max
                buffer_lines: int, out: Any) -> dict[str, Any]:
     # a small per-rank cap: the store is full after the warm-up sample, so what the log store rightly
     # holds stops growing and any further growth is the cockpit's own
+    require_sim(cluster_dir)
+    created: dict[int, str] = {}
     toml = Path(tempfile.mkdtemp(prefix="r37-soak-")) / "cluster.toml"
     toml.write_text(with_buffer((cluster_dir / "cluster.toml").read_text(), buffer_lines))
     cfg = load_config(toml)
@@ -72,7 +76,7 @@ async def soak(cluster_dir: Path, minutes: float, every: float, rate: float, max
             pane = app.query_one(LogsPane)
             if not await app.fleet.wait_connected(20):
                 raise SystemExit("the TUI's fleet did not connect")
-            await flood_containers(cfg, True, rate, seconds + 2 * every)
+            await flood_containers(cfg, True, rate, seconds + 2 * every, created)
             t0, cpu0 = time.perf_counter(), time.process_time()
             last_t, last_cpu = t0, cpu0
             while True:
@@ -89,7 +93,7 @@ async def soak(cluster_dir: Path, minutes: float, every: float, rate: float, max
                 if now - t0 >= seconds - 0.5:
                     break
     finally:
-        await flood_containers(cfg, False, rate, 0)
+        await flood_containers(cfg, False, rate, 0, created)
     points = [(s["t_s"], s["rss_mb"]) for s in samples[1:]]
     slope = slope_per_min(points)
     received = samples[-1]["received"] if samples else 0

@@ -192,6 +192,8 @@ def from_status(status: int, body: bytes, url: str) -> ApiError:
         404: "Wrong path or model name: check --api-url and the served model name in /v1/models.",
         413: "The request is too large (images or prompt): send less.",
         422: "The request body is invalid for this server version.",
+        501: "The server does not implement this (HTTP 501 Not Implemented): a feature it lacks or has "
+             "switched off, not a failure of the request; its message says which.",
     }.get(status, REMEDY_SERVER_FAILED if status >= 500 else "")
     return ApiError(
         "http_error", f"HTTP {status} from {url}" + (f": {detail}" if detail else ""), remedy, status

@@ -25,7 +25,7 @@ from cockpit.api.status import ApiStatus
 from cockpit.api.stream import StreamDeadlines
 from cockpit.api.urls import redact
 from cockpit.bench import prompts as P
-from cockpit.bench.gate import Refusal, cluster_refusal, idle_refusal
+from cockpit.bench.gate import Refusal, cluster_refusal, idle_check
 from cockpit.bench.runner import BenchEvent, Note, Runner
 from cockpit.bench.store import RunStore, StoreError, default_dir
 from cockpit.bench.suite import SuiteName, plan_for
@@ -61,6 +61,7 @@ class Options:
     idle_s: float = 45.0
     wait_s: float = 0.0
     timeout_s: float | None = None     # --timeout (both deadlines), for the run's config record
+    force: bool = False                # --force: run when idleness cannot be checked (no /metrics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,9 +140,9 @@ async def prepare(endpoint: ApiEndpoint, options: Options, inputs: Inputs, *,
         client = await endpoint.client()
     except EndpointDown as exc:
         return Refusal(exc.status.message, exc.status.remedy, "bench-not-ready")
-    busy = await idle_refusal(client)
-    if busy is not None:
-        return busy
+    idle = await idle_check(client, force=options.force)
+    if idle.refusal is not None:
+        return idle.refusal
     gateway = endpoint.via == "gateway"
     model = await (choose(client, status) if choose is not None else pick_model(client, status,
                                                                                  gateway=gateway))
@@ -158,6 +159,11 @@ async def prepare(endpoint: ApiEndpoint, options: Options, inputs: Inputs, *,
               "compare": options.compare, "idle_s": options.idle_s,
               "deadlines": ({"both_s": options.timeout_s} if options.timeout_s is not None
                             else engine_deadlines or {})}
+    config["idle_checked"] = not idle.unchecked
+    if idle.unchecked:
+        config["idle_check"] = idle.unchecked
     runner = Runner(client, model, plan, inputs.prompts, store=store, emit=emit, config=config,
                     deadlines=endpoint.deadlines, idle_s=options.idle_s, earlier=inputs.earlier)
+    if idle.unchecked:
+        runner.note(idle.unchecked)        # in the run's notes and summary: the figures may be shared
     return Prepared(runner, model, out, redact(client.base_url))

@@ -110,7 +110,7 @@ def _choose_config(args: argparse.Namespace) -> None:
 
 
 # Commands that never reach a host: no command log session (and no SSH stack imported for one).
-LOCAL_COMMANDS = frozenset({"config", "sim", "history", "serve"})
+LOCAL_COMMANDS = frozenset({"config", "sim", "history", "events", "serve"})
 
 
 def _command_log(args: argparse.Namespace, argv: list[str]) -> AbstractContextManager[object]:
@@ -119,7 +119,9 @@ def _command_log(args: argparse.Namespace, argv: list[str]) -> AbstractContextMa
     if args.command in LOCAL_COMMANDS:
         return nullcontext()
     from cockpit.recipe.history import session
-    return session(args.command, argv, getattr(args, "config", None), __version__)
+    from cockpit.recipe.readonly import command_change
+    return session(args.command, argv, getattr(args, "config", None), __version__,
+                   changes=command_change(args.command, vars(args)) is not None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

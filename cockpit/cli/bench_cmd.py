@@ -75,6 +75,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--compare", metavar="DIR", help="an earlier run's directory (its summary.json)")
     p.add_argument("--idle", type=float, default=45.0, metavar="S",
                    help="the idle probe's controlled idle, seconds (default: 45)")
+    p.add_argument("--force", action="store_true",
+                   help="run even when the server cannot be shown idle (no /metrics: HTTP 404/501); the "
+                        "records say idleness was not checked")
     _add_model_arg(p)
     _add_endpoint_args(p, "a request")
     p.set_defaults(func=run_bench)
@@ -184,7 +187,7 @@ async def _endpoint(args: argparse.Namespace) -> Any:
 def _options(args: argparse.Namespace) -> S.Options:
     return S.Options(suite=args.suite, concurrency=args.concurrency, prompts_file=args.prompts,
                      out=Path(args.out) if args.out else None, compare=args.compare, idle_s=args.idle,
-                     wait_s=args.wait, timeout_s=args.timeout)
+                     wait_s=args.wait, timeout_s=args.timeout, force=args.force)
 
 
 async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
@@ -219,6 +222,9 @@ async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
             progress.close()
+    if not args.api_url:        # the cluster's recording notes the run and where its records are
+        from cockpit.recipe.recording import note_bench
+        note_bench(load(args)[1], runner.status, out, ready.model)
     summary = runner.summary
     if args.json:
         print_json({"ok": runner.status == "complete" and not summary.get("failed_requests"),

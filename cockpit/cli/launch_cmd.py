@@ -15,6 +15,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from cockpit.cli.commands import SUMMARY
@@ -39,10 +40,12 @@ from cockpit.recipe import launch as L
 from cockpit.recipe import timeline as T
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.lock import ClusterLock, LockError, LockHeld
-from cockpit.recipe.phases import PHASES, Phase
+from cockpit.recipe.phases import Phase
 from cockpit.recipe.preflight import preflight_results
+from cockpit.recipe.recording import recorded
 from cockpit.recipe.replace import execute_replace
 from cockpit.recipe.stop import execute_stop, plan_stop
+from cockpit.recipe.watch import phase_limits
 from cockpit.safetext import neutralise_block, safe
 
 
@@ -151,7 +154,8 @@ def event_text(event: T.LaunchEvent, t0: float) -> str:
         return f"{stamp(event.at)} rank {event.rank} launched: container {event.container_id[:12]}"
     if isinstance(event, T.RankFailed):
         f = event.failure
-        lines = [f"{stamp(f.at)} rank {f.rank} FAILED: {f.label}", f"    cause: {f.cause}"]
+        word = "followed (another rank died)" if f.secondary else "FAILED"
+        lines = [f"{stamp(f.at)} rank {f.rank} {word}: {f.label}", f"    cause: {f.cause}"]
         if f.exit_reason:
             lines.append(f"    container: {f.exit_reason}")
         lines.append(f"    remedy: {f.remedy}")
@@ -160,6 +164,8 @@ def event_text(event: T.LaunchEvent, t0: float) -> str:
         return f"engine {event.liveness.state}: {event.liveness.message}"
     if isinstance(event, T.RankStopped):
         return f"{stamp(event.at)} rank {event.rank} stopped: {event.detail}"
+    if isinstance(event, T.RankRecovered):
+        return f"{stamp(event.at)} rank {event.rank} no longer failed: {event.detail}"
     if isinstance(event, T.RankUnknown):
         return f"{stamp(event.at)} rank {event.rank} UNKNOWN: {event.detail}"
     if isinstance(event, T.HostChanged):
@@ -209,14 +215,11 @@ def live_emitter(args: argparse.Namespace, block: LiveBlock, t0: float) -> Calla
 
 async def preflight_gate(fleet: Fleet, cfg: ClusterConfig) -> tuple[list[str], str]:
     """Failures of the preflight that must pass before a launch, and which preflight ran."""
+    from cockpit.locations import state_dir
+    from cockpit.recipe.fabric import gate_failure
     final = await preflight_results(fleet, cfg)
-    return L.preflight_failures(final.results), "full preflight"
-
-
-def stuck_limits(phase_limit: float | None) -> dict[Phase, float]:
-    if phase_limit is None:
-        return dict(T.DEFAULT_STUCK_LIMITS)
-    return {p: phase_limit for p in PHASES if p not in (Phase.PENDING, Phase.READY)}
+    fabric = gate_failure(cfg, state_dir())      # [fabric] require_passed
+    return L.preflight_failures(final.results) + ([fabric] if fabric else []), "full preflight"
 
 
 # ---- launch -------------------------------------------------------------------------------------------
@@ -311,7 +314,8 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
     block = LiveBlock(sys.stdout) if live_output(sys.stdout, verbose=args.verbose, json=args.json) else None
     emit = (live_emitter(args, block, t0) if block is not None
             else lambda ev: _say(args, event_text(ev, t0), T.event_dict(ev)))
-    launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=stuck_limits(args.phase_limit), emit=emit)
+    limits = None if args.phase_limit is None else phase_limits(args.phase_limit)
+    launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=limits, emit=emit)
     launcher.booting = booting
     try:
         if await launcher.launch():
@@ -363,7 +367,8 @@ async def _status(cfg: ClusterConfig, watch_engine: float = 0.0,
                   ledger: Ledger | None = None) -> L.StatusReport:
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
-        return await L.cluster_status(fleet, cfg, ledger, watch_engine=watch_engine)
+        with recorded(cfg, "status --watch-engine") if watch_engine > 0 else nullcontext() as recording:
+            return await L.cluster_status(fleet, cfg, ledger, watch_engine=watch_engine, recording=recording)
 
 
 def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
@@ -371,11 +376,11 @@ def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
     for r in report.ranks:
         c = r.container
         state = c.status if c else "-"
-        exit_ = str(c.exit_code) + (" OOM" if c.oom_killed else "") if c and c.exited else "-"
+        exit_ = str(c.exit_code) + (" OOM" if c.oom_killed else "") if c and c.ended else "-"
         prog = f"{r.progress[0]}/{r.progress[1]}" if r.progress and r.phase is Phase.LOADING else ""
         rows.append([str(r.rank), r.target, r.host, c.short_id if c else "-", state, exit_, r.owner,
                      r.condition.upper() if r.condition in ("failed", "unknown") else r.condition,
-                     r.phase.value if c and r.condition != "stopped" else "-", prog])
+                     r.phase_text if c and r.condition != "stopped" else "-", prog])
     out = [table(rows, ["RANK", "TARGET", "HOST", "CONTAINER", "STATE", "EXIT", "STARTED BY", "RANK IS",
                         "PHASE", "PROGRESS"])]
     out.append(f"API: {report.api.message}" + (f" — engine {report.engine}" if report.engine != "unknown"

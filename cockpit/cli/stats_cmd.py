@@ -34,14 +34,18 @@ from cockpit.cli.common import (
     table,
     usage_error,
 )
+from cockpit.cli.stats_range import add_options as add_range_options
+from cockpit.cli.stats_range import run_range
 from cockpit.config import ClusterConfig, split_listen
 from cockpit.config.models import STATS_INTERVAL_S
 from cockpit.hosts import Fleet
 from cockpit.recipe.monitor import StatsMonitor
+from cockpit.recipe.recording import recorded
 from cockpit.recipe.watch import ClusterWatcher
 from cockpit.safetext import safe
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats, RankStats
 from cockpit.telemetry.exporter import ExporterError, MetricsServer
+from cockpit.telemetry.notify import notifier_for
 from cockpit.telemetry.stats_json import stats_dict
 
 GIB = 1 << 30
@@ -67,12 +71,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds to wait for the first full sample (default: ssh.connect_timeout + 10 + "
                         "3 intervals)")
+    add_range_options(p, mode)
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     _, cfg = load(args)
+    if args.since is not None or args.until is not None or args.rank is not None or args.step is not None:
+        return run_range(args, cfg)         # a recorded window (cockpit/cli/stats_range.py)
     interval = _interval(args, cfg)
     listen = _listen(args, cfg)
     timeout = args.timeout if args.timeout is not None else cfg.ssh.connect_timeout + 10 + 3 * interval
@@ -140,7 +147,16 @@ async def _start(fleet: Fleet, cfg: ClusterConfig, watcher: ClusterWatcher, moni
     await monitor.first_sample(max(0.5, deadline - time.monotonic()))
     while not watcher.looked() and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
+    # the API answers: rates need two /metrics reads, so wait for the second one (within the deadline)
+    while time.monotonic() < deadline and _rates_due(watcher, monitor):
+        await asyncio.sleep(0.1)
     monitor.judge()
+
+
+def _rates_due(watcher: ClusterWatcher, monitor: StatsMonitor) -> bool:
+    api = watcher.timeline.api
+    e = monitor.stats.engine
+    return api is not None and api.ready and (e is None or (e.interval_s is None and not e.error))
 
 
 def unsampled(fleet: Fleet, stats: ClusterStats, now: float) -> dict[int, str]:
@@ -238,7 +254,7 @@ def stats_text(stats: ClusterStats, now: float, hosts: dict[int, str]) -> str:
 def engine_text(stats: ClusterStats, now: float) -> str:
     e = stats.engine
     if e is None:
-        return "engine: no /metrics read (the API is not up)"
+        return f"engine: no /metrics read ({safe(stats.engine_note or 'the API was not read')})"
     if e.error:
         return f"engine: /metrics unreadable: {safe(e.error)}"
     kv = None if e.kv_cache_usage is None else e.kv_cache_usage * 100
@@ -313,7 +329,7 @@ async def _watch(args: argparse.Namespace, cfg: ClusterConfig, interval: float, 
         loop.add_signal_handler(sig, stop.set)
     try:
         async with _sampling(cfg, interval) as (fleet, watcher, monitor):
-            with _serving(monitor.stats, listen):
+            with _serving(monitor.stats, listen), recorded(cfg, "stats --watch", watcher, monitor):
                 await _until(stop, _start(fleet, cfg, watcher, monitor, timeout))
                 if stop.is_set():
                     return EXIT_OK
@@ -323,12 +339,24 @@ async def _watch(args: argparse.Namespace, cfg: ClusterConfig, interval: float, 
                 printer = Watcher(args, monitor.stats, {r: fleet[r].target for r in cfg.ranks})
                 ticked = asyncio.Event()
                 monitor.subscribe(ticked.set)
-                printer.emit()
-                while not stop.is_set():
-                    ticked.clear()
-                    await _until(stop, ticked.wait())
-                    if not stop.is_set():
-                        printer.emit()
+                notifier = notifier_for(cfg.alerts, cfg.cluster.name)
+                if notifier is not None:        # [alerts] command: every alert raised or cleared
+                    notifier.start()
+                    def judged() -> None:
+                        notifier.observe(monitor.stats.alerts)
+                    monitor.subscribe(judged)
+                    judged()
+                try:
+                    printer.emit()
+                    while not stop.is_set():
+                        ticked.clear()
+                        await _until(stop, ticked.wait())
+                        if not stop.is_set():
+                            printer.emit()
+                finally:
+                    if notifier is not None:
+                        await notifier.drain(min(5.0, notifier.timeout_s + 1))
+                        await notifier.close()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

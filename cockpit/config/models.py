@@ -19,6 +19,7 @@ from cockpit.config.validators import (
     Positive,
     RecipeDir,
     Seconds,
+    argv_list,
     cipher_list,
     cluster_name,
     container_name_text,
@@ -124,6 +125,8 @@ class EngineSection(Strict):
 
     # hung: /metrics shows requests running while vllm:generation_tokens_total stays flat this long
     hang_after_s: Seconds = 90.0
+    # stuck: seconds a rank may stay in one boot phase; unset: the card's limits per phase (300-3600 s)
+    phase_limit_s: Seconds | None = None
     # chat and smoke: seconds to the first token (prefill of a long prompt counts), then between tokens
     first_token_timeout_s: Seconds = 300.0
     idle_timeout_s: Seconds = 60.0
@@ -142,6 +145,36 @@ class StatsSection(Strict):
     serve_metrics: Annotated[str, AfterValidator(listen_address)] | None = None
     min_available_gib: Annotated[float, float_range(0, None, "GiB", lo_open=False)] = 5.0  # operators' guard
     kv_cache_alert_pct: Annotated[float, float_range(0, 100, "percent")] = 95.0
+
+
+class AlertsSection(Strict):
+    """`[alerts] command`: run on the admin box with each alert raised or cleared as JSON on stdin."""
+
+    command: Annotated[list[str], AfterValidator(argv_list)] = Field(default_factory=list)
+    timeout_s: Annotated[float, float_range(0.1, 600, "seconds")] = 10.0
+    max_per_minute: Annotated[int, int_range(1, 600, "commands per minute")] = 12
+    queue: Annotated[int, int_range(1, 10_000, "events")] = 100
+
+
+class FabricSection(Strict):
+    """`r37-cockpit fabric`: the perftest pair test, and whether a launch needs it passed."""
+
+    require_passed: bool = False
+    size_bytes: Annotated[int, int_range(2, 1 << 30, "bytes")] = 1 << 20
+    port: Port = 18515
+    # a pair below this share of the port's active rate, or of the best pair, is slow
+    min_rate_ratio: Annotated[float, float_range(0.0, 1.0, "ratio")] = 0.8
+    timeout_s: Annotated[float, float_range(1, 600, "seconds")] = 30.0
+
+
+class RecorderSection(Strict):
+    """The flight recorder (`cockpit.telemetry.recorder`): one SQLite database per cluster under the state
+    directory, and how long the command log keeps host-changing sessions."""
+
+    enabled: bool = True
+    # oldest first: rows older than this many days go, and the oldest go while the file is over max_mb
+    retention_days: Annotated[int, int_range(1, 3650, "retention days")] = 30
+    max_mb: Annotated[int, int_range(1, 1_000_000, "max MB")] = 500
 
 
 class HostEntry(Strict):
@@ -177,6 +210,9 @@ class ClusterConfig(Strict):
     ui: UISection = Field(default_factory=UISection)
     engine: EngineSection = Field(default_factory=EngineSection)
     stats: StatsSection = Field(default_factory=StatsSection)
+    alerts: AlertsSection = Field(default_factory=AlertsSection)
+    fabric: FabricSection = Field(default_factory=FabricSection)
+    recorder: RecorderSection = Field(default_factory=RecorderSection)
     hosts: list[HostEntry]
 
     @model_validator(mode="after")

@@ -396,6 +396,17 @@ def cipher_list(value: list[str]) -> list[str]:
 
 
 
+def argv_list(value: list[str]) -> list[str]:
+    """A command as an argv list: words without NUL bytes, the first one a program (never a shell line:
+    no word is parsed by a shell). Empty: no command."""
+    for word in value:
+        if "\x00" in word:
+            raise ValueError("a word holds a NUL byte")
+    if value and (not value[0].strip() or value[0].startswith("-")):
+        raise ValueError(f"{shown(value[0])} is not a program to run (give the program first)")
+    return value
+
+
 _BINDING_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _KEYS = re.compile(r"[A-Za-z0-9_+-]{1,32}(?:,[A-Za-z0-9_+-]{1,32})*")
 _THEME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")

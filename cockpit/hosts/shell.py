@@ -61,17 +61,18 @@ def sequence(*cmds: Cmd) -> ShellCommand:
     return ShellCommand("; ".join(f"( {line} )" if line.startswith("cd -- ") else line for line in lines))
 
 
-def every(seconds: float, cmd: Cmd, *, marker: str | None = None) -> ShellCommand:
+def every(seconds: float, cmd: Cmd, *, marker: str | None = None, status: bool = False) -> ShellCommand:
     """A long-lived loop that runs `cmd` every `seconds` (one channel, no new SSH session per sample).
 
     With `marker`, a line holding only the marker is printed after each round, so a reader can tell
-    where one sample ends.
+    where one sample ends; with `status` too, the line is `MARKER STATUS` (the command's exit status), so
+    a failed round is told from an empty one.
     """
     if seconds <= 0:
         raise ValueError("interval must be positive")
     body = as_command(cmd).line
     if marker is not None:
-        body += f"; echo {shlex.quote(marker)}"
+        body += f"; echo {shlex.quote(marker)}" + (' "$?"' if status else "")
     return ShellCommand(f"while :; do {body}; sleep {seconds:g}; done")
 
 
@@ -215,3 +216,37 @@ def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequ
         f"printf 'E\\n'; read -r -t {interval_s:g} -u 3; done"
     )
     return ShellCommand(f"exec bash -c {shlex.quote(loop)}")
+
+
+PERFTEST_TOOLS = ("ib_write_bw", "ib_write_lat")
+PID_TAG = "R37PID"
+
+
+def perftest(tool: str, hca: str, gid_index: int, port: int, size: int, iterations: int, deadline_s: float,
+             server_ip: str | None = None) -> ShellCommand:
+    """One side of a perftest run, bounded by `timeout` (TERM at the deadline, KILL 2 s later): the
+    server without `server_ip` (it first prints `R37PID PID`, the pid to end it by: `sh -c` prints its own
+    pid, then `exec` makes that process the `timeout`), the client with it.
+    `--report_gbits` for the bandwidth test."""
+    if tool not in PERFTEST_TOOLS:
+        raise ValueError(f"unknown perftest tool: {tool!r}")
+    if not _LABEL.match(hca):
+        raise ValueError(f"bad HCA name: {hca!r}")
+    argv = ["timeout", "-k", "2", f"{max(1, round(deadline_s))}", tool, "-d", hca, "-i", "1",
+            "-x", str(int(gid_index)), "-p", str(int(port)), "-s", str(int(size)), "-n", str(int(iterations)),
+            "-F"]
+    if tool == "ib_write_bw":
+        argv.append("--report_gbits")
+    if server_ip is not None:
+        return ShellCommand(shlex.join([*argv, server_ip]))
+    return ShellCommand("sh -c " + shlex.quote(f"echo {PID_TAG} $$; exec {shlex.join(argv)}"))
+
+
+def end_perftest(pid: int) -> ShellCommand:
+    """TERM to the perftest server this cockpit started (by its pid), only while that pid still runs a
+    perftest tool (a pid used again by another program is left alone); quiet when it is gone."""
+    if pid <= 1:
+        raise ValueError(f"bad pid: {pid}")
+    p = int(pid)
+    return ShellCommand(f"if grep -qa -e ib_write_bw -e ib_write_lat /proc/{p}/cmdline 2>/dev/null; then "
+                        f"kill -TERM {p} 2>/dev/null; fi; true")

@@ -46,11 +46,30 @@ FABRIC_IP = Check("fabric-ip", 1, "fabric IP on the fabric interface",
 # ---- RDMA link ---------------------------------------------------------------------------------------
 
 
+NO_KERNEL_RDMA = ("the kernel has no RDMA support loaded (the `rdma` tool is installed; its netlink "
+                  "family is missing): load the HCA's RDMA drivers (`lsmod | grep -E 'ib_core|mlx5_ib'`; "
+                  "`sudo modprobe mlx5_ib`) or install the vendor's driver stack — host administrator")
+NO_RDMA_DEVICES = ("the kernel reports no RDMA device: the HCA's RDMA driver is not bound (`lsmod | grep "
+                   "mlx5_ib`, `ibdev2netdev`) — host administrator")
+
+
+def rdma_tool_remedy(status: int | None, output: str) -> tuple[Verdict, str]:
+    """Verdict and remedy when `rdma link` gave no links: the tool missing (127), the kernel without RDMA
+    (`Failed to open NETLINK_RDMA socket`), no device, or an error to read."""
+    if status == 127:
+        return Verdict.FAIL, "install iproute2's `rdma` tool (host administrator)"
+    if "netlink_rdma" in output.lower():
+        return Verdict.FAIL, NO_KERNEL_RDMA
+    if status == 0:
+        return Verdict.FAIL, NO_RDMA_DEVICES
+    return Verdict.UNKNOWN, "run `rdma -j link show` on the host and read its error (host administrator)"
+
+
 def _rdma_link(p: Probe) -> Outcome:
     links = P.parse_rdma_links(p.output("rdma.link"))
     if p.status("rdma.link") != 0 or not links:
-        return Outcome(Verdict.FAIL if p.status("rdma.link") == 127 else Verdict.UNKNOWN,
-                       _first(p.output("rdma.link")), "install iproute2's `rdma` tool (host administrator)")
+        verdict, remedy = rdma_tool_remedy(p.status("rdma.link"), p.output("rdma.link"))
+        return Outcome(verdict, _first(p.output("rdma.link")), remedy)
     parts, bad, drives_fabric = [], [], False
     for hca in p.host.ib_hca:
         link = next((lk for lk in links if lk.ifname == hca and lk.port in (1, None)), None)
@@ -95,6 +114,9 @@ def _ibv_port(p: Probe) -> Outcome:
         parts.append(f"{hca} port 1 {port.state}, {port.link_layer}, mtu {port.active_mtu}")
         if port.state != "PORT_ACTIVE" or port.link_layer != "Ethernet":
             bad.append(hca)
+    outputs = " ".join(p.output(f"ibv.{hca}") for hca in bad).lower()
+    if bad and "failed to get ib devices list" in outputs:
+        return Outcome(Verdict.FAIL, "; ".join(parts), NO_KERNEL_RDMA)
     if bad:
         return Outcome(Verdict.FAIL, "; ".join(parts),
                        f"the RoCE port must be PORT_ACTIVE with link_layer Ethernet on {', '.join(bad)}: "

@@ -11,6 +11,7 @@ ledger's record for the rank, `Probe.launched`), those checks pass as "in use by
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 from dataclasses import asdict
 
 from cockpit.config import ClusterConfig
@@ -18,6 +19,14 @@ from cockpit.hosts.shell import Cmd
 from cockpit.recipe import containers as dk
 from cockpit.recipe import parsers as P
 from cockpit.recipe.checks import Check, Outcome, Probe, Verdict, differs
+from cockpit.recipe.image_identity import (
+    Identity,
+    ImageFacts,
+    identify,
+    parse_archive_ids,
+    parse_image_inspect,
+)
+from cockpit.safetext import safe
 from cockpit.telemetry import gpu as G
 
 SMI_FIELDS = ["name", "driver_version", "clocks.sm", "clocks.max.sm", "utilization.gpu", "pstate"]
@@ -264,6 +273,20 @@ MEMORY = Check("memory", 1, "MemAvailable before launch",
 DOCKER_INFO: list[str] = [*TIMEOUT, "docker", "info", "--format", "{{json .}}"]
 DOCKER_REMEDY = ("start Docker and let the SSH login use it: `sudo systemctl start docker`, "
                  "`docker info` (the login needs the docker group)")
+DOCKER_DOWN_REMEDY = ("the Docker daemon is not running: start it (`sudo systemctl start docker`; "
+                      "`sudo journalctl -u docker` says why it stopped), then `docker info`")
+DOCKER_DENIED_REMEDY = ("the SSH login may not use the Docker socket: add it to the docker group "
+                        "(`sudo usermod -aG docker USER`), log in again, then `docker info`")
+
+
+def docker_remedy(reason: str) -> str:
+    """The remedy for what `docker info` said (the daemon down, the socket refused, or anything else)."""
+    low = reason.lower()
+    if "permission denied" in low:
+        return DOCKER_DENIED_REMEDY
+    if "cannot connect to the docker daemon" in low or "is the docker daemon running" in low:
+        return DOCKER_DOWN_REMEDY
+    return DOCKER_REMEDY
 
 
 def _docker_info(p: Probe) -> P.DockerInfo | None:
@@ -274,7 +297,7 @@ def _docker(p: Probe) -> Outcome:
     info = _docker_info(p)
     if info is None or not info.ok:
         why = (info.errors[0] if info and info.errors else _first_line(p.output("docker.info")))
-        return Outcome(Verdict.FAIL, why[:160], DOCKER_REMEDY)
+        return Outcome(Verdict.FAIL, safe(why, 300), docker_remedy(why))
     return Outcome(Verdict.PASS, f"Docker {info.server_version}")
 
 
@@ -298,8 +321,19 @@ RUNTIME = Check("nvidia-runtime", 1, "NVIDIA container runtime", lambda cfg, r: 
 
 
 def _image_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+    archive = posixpath.join(cfg.recipe_dir(rank), cfg.runtime.archive)
     return {"docker.info": DOCKER_INFO,
-            "docker.image": [*TIMEOUT, *dk.image_id_argv(cfg.runtime.image_tag)]}
+            "docker.image": [*TIMEOUT, *dk.image_id_argv(cfg.runtime.image_tag)],
+            "image.archive": [*TIMEOUT, *dk.archive_ids_argv(archive)]}
+
+
+def image_identity(p: Probe) -> tuple[ImageFacts | None, Identity | None]:
+    """The loaded image of the runtime tag and whether it is the verified one (None, None: not loaded)."""
+    facts = parse_image_inspect(p.output("docker.image")) if p.status("docker.image") == 0 else None
+    if facts is None:
+        return None, None
+    archive = parse_archive_ids(p.output("image.archive")) if facts.id != p.cfg.runtime.image_id else None
+    return facts, identify(facts, p.cfg.runtime.image_id, archive)
 
 
 def image_loaded(p: Probe) -> bool | None:
@@ -307,7 +341,8 @@ def image_loaded(p: Probe) -> bool | None:
     info = _docker_info(p)
     if info is None or not info.ok:
         return None
-    return P.parse_image_id(p.output("docker.image")) == p.cfg.runtime.image_id
+    _, ident = image_identity(p)
+    return ident is not None and ident.ok
 
 
 def _image(p: Probe) -> Outcome:
@@ -315,16 +350,21 @@ def _image(p: Probe) -> Outcome:
     if info is None or not info.ok:
         return Outcome(Verdict.UNKNOWN, "Docker not answering (see the docker check)", DOCKER_REMEDY)
     want, tag = p.cfg.runtime.image_id, p.cfg.runtime.image_tag
-    got = P.parse_image_id(p.output("docker.image")) if p.status("docker.image") == 0 else None
-    if got is None:
+    facts, ident = image_identity(p)
+    if facts is None or ident is None:
         return Outcome(Verdict.FAIL, f"{tag} not loaded",
                        f"`r37-cockpit setup runtime --rank {p.rank}` downloads the archive, verifies its "
                        "sha256 and loads it")
-    if got == want:
-        return Outcome(Verdict.PASS, f"{tag} {got[:19]}…", facts={"image": got})
+    got = facts.id
+    if ident.ok:
+        # the same verified image on every rank, whichever store shows it: compared by the pinned digest
+        via = "" if got == want else f" (ID {got[:19]}…: {ident.how})"
+        return Outcome(Verdict.PASS, f"{tag} {want[:19]}…{via}", facts={"image": want})
     return Outcome(Verdict.FAIL, f"{tag} is {got[:19]}…, expected {want[:19]}…",
-                   f"this is not the verified R37 image: reload the verified archive with `r37-cockpit setup "
-                   f"runtime --rank {p.rank}`; never substitute another image", facts={"image": got})
+                   f"this is not the verified R37 image ({safe(ident.how, 300)}): reload the verified "
+                   f"archive with `r37-cockpit setup runtime --rank {p.rank}`; never substitute another "
+                   "image",
+                   facts={"image": got})
 
 
 def _same_image(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int, Outcome]:
@@ -358,7 +398,9 @@ def _container(p: Probe) -> Outcome:
     if owner is not None:
         value += ", started by this cockpit" if owner == "cockpit" else ", not started by this cockpit"
     facts = {"container": asdict(row), "owner": owner}
-    if state is not None and owner == "cockpit" and state.exited:
+    if state is not None and state.start_failed:
+        value += f"; it never started: {state.error}"
+    if state is not None and owner == "cockpit" and state.ended:
         return Outcome(Verdict.FAIL, value,
                        f"a stopped {name} this cockpit started: `r37-cockpit launch --replace-stopped` "
                        "archives its log, then removes that container (by its ID) and launches; inspect it "

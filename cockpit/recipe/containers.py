@@ -57,11 +57,25 @@ class ContainerState:
         return self.status in ("exited", "dead")
 
     @property
+    def start_failed(self) -> bool:
+        """Created, then its start failed (`docker run -d` printed its ID and exited 125/127): it never ran,
+        holds the name, and `State.Error` says why. A plain `created` (no error) may be starting now."""
+        return self.status == "created" and not self.running and bool(self.error)
+
+    @property
+    def ended(self) -> bool:
+        """Not running and never will by itself: exited, dead, or a start that failed."""
+        return self.exited or self.start_failed
+
+    @property
     def short_id(self) -> str:
         return self.id[:12]
 
     def exit_reason(self) -> str:
-        """A sentence for an exited container: OOM kill, signal, or exit code."""
+        """A sentence for an exited container: OOM kill, signal, or exit code (or why it never started)."""
+        if self.start_failed:
+            shown = f" (exit code {self.exit_code})" if self.exit_code is not None else ""
+            return f"created but never started{shown}: {self.error}"
         if self.oom_killed:
             return f"killed by the out-of-memory killer (exit code {self.exit_code})"
         code = self.exit_code
@@ -155,6 +169,44 @@ def _state(obj: dict[str, Any]) -> ContainerState | None:
         labels={str(k): str(v) for k, v in labels.items()}, created_at=parse_time(_s(obj.get("Created"))))
 
 
+ABSENT_MARKS = ("No such object", "No such container")
+
+
+@dataclass(frozen=True, slots=True)
+class InspectFrame:
+    """One `docker inspect NAME` round: the container, or a sure "none", or why it is not known."""
+
+    state: ContainerState | None
+    error: str = ""                   # non-empty: docker did not answer (the container is unknown)
+
+    @property
+    def known(self) -> bool:
+        return not self.error
+
+
+def read_inspect_frame(text: str, status: int | None) -> InspectFrame:
+    """`docker inspect NAME` output (stdout and stderr merged) and its exit status → what it proves.
+
+    Exit 0 with a container's JSON: that container. Non-zero with docker's "No such object/container":
+    there is none. Anything else — the daemon unreachable, permission denied, a CLI that printed no JSON —
+    proves nothing: the frame carries the reason and the container is unknown, never "none"."""
+    lines = text.splitlines()
+    json_part = "\n".join(ln for ln in lines if not ln.startswith(("Error", "error", "Cannot", "permission",
+                                                                   "WARNING", "docker:")))
+    states = parse_inspect(json_part)
+    if status == 0 and states:
+        return InspectFrame(states[0])
+    noise = [neutralise(ln).strip() for ln in lines if ln.strip() and ln.strip() != "[]"]
+    if status not in (0, None) and any(m in ln for ln in noise for m in ABSENT_MARKS):
+        return InspectFrame(None)
+    if status not in (0, None):
+        why = next((ln for ln in noise if not ln.startswith(("[", "{", "]", "}"))), "")
+        why = why or f"docker inspect exited {status}"
+    else:
+        why = "docker inspect printed no container" if status == 0 else "docker inspect did not finish"
+    return InspectFrame(None, why[:300])
+
+
 def container_id_from_output(stdout: str) -> str | None:
     """The 64-hex container ID `docker run -d` prints as its last line."""
     for line in reversed(stdout.splitlines()):
@@ -188,7 +240,14 @@ def rm_argv(container_id: str) -> list[str]:
 
 
 def image_id_argv(image: str) -> list[str]:
-    return ["docker", "image", "inspect", image, "--format", "{{.Id}}"]
+    """`docker image inspect` as one JSON object: `.Id` and what tells the image stores apart
+    (`cockpit.recipe.image_identity`)."""
+    return ["docker", "image", "inspect", image, "--format", "{{json .}}"]
+
+
+def archive_ids_argv(archive: str) -> list[str]:
+    """The runtime archive's `index.json` and `manifest.json`, back to back (tar skips the blobs)."""
+    return ["tar", "-xOf", archive, "index.json", "manifest.json"]
 
 
 def worth_following(before: ContainerState | None, now: ContainerState | None) -> bool:

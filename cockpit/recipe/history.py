@@ -5,9 +5,17 @@ A session file (`locations.sessions_dir()/<id>.jsonl`) starts with a header line
 id, start time, pid, command, its arguments, cluster, config path, version), then one ``"kind": "cmd"``
 line per command as it completes (time, rank, line, exit, duration, note, origin). Lines are appended
 and flushed one at a time, so a crash loses nothing already run; a session keeps at most `MAX_RECORDS`
-commands and a command line at most `MAX_LINE` characters (both marked when cut); only the newest
-`KEEP_SESSIONS` files are kept. Every line passes through `redact` first. A file that cannot be written
-is a warning, never an error: the commands run all the same.
+commands and a command line at most `MAX_LINE` characters (both marked when cut). Every line passes
+through `redact` first. A file that cannot be written is a warning, never an error: the commands run all
+the same.
+
+Audit: a session that changed a host (setup, launch, stop, relaunch, ssh — the list of
+`recipe.readonly`) is a `<id>.host.jsonl` file, kept for the retention period (`[recorder]
+retention_days`, by the file's last write) whatever else runs; read-only sessions (`status` from cron
+every minute) are bounded apart, the newest `KEEP_SESSIONS` of them kept, so they never push a launch
+out. A headless command knows at its start (its file is named so from the first line); the TUI marks
+its session when the operator confirms such an action (`mark_host_change`: the file is renamed and a
+`change` line says what).
 """
 
 from __future__ import annotations
@@ -33,7 +41,10 @@ if TYPE_CHECKING:
 FORMAT = 1
 MAX_RECORDS = 50_000     # command lines per session file; then one note says the rest was not logged
 MAX_LINE = 8_000         # characters of one command line kept
-KEEP_SESSIONS = 200      # session files kept; older ones are removed (oldest first) when a session starts
+KEEP_SESSIONS = 200      # read-only session files kept; older ones are removed (oldest first) at a start
+KEEP_DAYS = 30           # host-changing sessions are kept this long (default of [recorder] retention_days)
+MAX_HOST_SESSIONS = 20_000   # and never more than this many (a bound, not a rule: oldest first)
+HOST_MARK = ".host"      # `<id>.host.jsonl`: a session that changed a host
 READ_LINE_MAX = 1 << 20  # bytes of one line read back (longer: cut, and skipped as unreadable)
 SUFFIX = ".jsonl"
 FAILED_NOTES = ("timeout", "lost")
@@ -97,25 +108,46 @@ def new_session_id(directory: Path, now: float | None = None) -> str:
     base = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() if now is None else now))
     base = f"{base}-{os.getpid()}"
     sid, n = base, 1
-    while (directory / f"{sid}{SUFFIX}").exists():
+    while (directory / f"{sid}{SUFFIX}").exists() or (directory / f"{sid}{HOST_MARK}{SUFFIX}").exists():
         n += 1
         sid = f"{base}-{n}"
     return sid
+
+
+def is_host_session(path: Path) -> bool:
+    """A session file of a session that changed a host (kept for the retention period)."""
+    return path.name.endswith(HOST_MARK + SUFFIX)
+
+
+def session_id_of(path: Path) -> str:
+    return path.name.removesuffix(SUFFIX).removesuffix(HOST_MARK)
 
 
 def session_files(directory: Path) -> list[Path]:
     """The session files in `directory`, oldest first (by name: the id starts with the start time)."""
     try:
         return sorted((p for p in directory.iterdir() if p.name.endswith(SUFFIX) and p.is_file()),
-                      key=lambda p: p.name)
+                      key=session_id_of)
     except OSError:
         return []
 
 
-def prune(directory: Path, keep: int = KEEP_SESSIONS) -> list[Path]:
-    """Remove the oldest session files beyond `keep`; returns those removed."""
+def prune(directory: Path, keep: int = KEEP_SESSIONS, keep_days: float = KEEP_DAYS,
+          now: float | None = None) -> list[Path]:
+    """Remove the oldest read-only session files beyond `keep`, and the host-changing ones last written
+    more than `keep_days` ago (or beyond MAX_HOST_SESSIONS); returns those removed."""
     files = session_files(directory)
-    gone = files[:max(0, len(files) - keep)]
+    plain = [p for p in files if not is_host_session(p)]
+    host = [p for p in files if is_host_session(p)]
+    cutoff = (time.time() if now is None else now) - keep_days * 86_400
+    gone = plain[:max(0, len(plain) - keep)]
+    for i, path in enumerate(host):
+        try:
+            old = path.stat().st_mtime < cutoff
+        except OSError:
+            continue
+        if old or i < len(host) - MAX_HOST_SESSIONS:
+            gone.append(path)
     for path in gone:
         with contextlib.suppress(OSError):
             path.unlink()
@@ -126,12 +158,14 @@ class SessionLog:
     """The file of one session: opened on the first command, appended one flushed line at a time."""
 
     def __init__(self, header: dict[str, Any], directory: Path | None = None, *,
-                 max_records: int = MAX_RECORDS, keep: int = KEEP_SESSIONS,
-                 on_warning: Callable[[str], None] | None = None):
+                 max_records: int = MAX_RECORDS, keep: int = KEEP_SESSIONS, keep_days: float = KEEP_DAYS,
+                 changes: bool = False, on_warning: Callable[[str], None] | None = None):
         self.header = dict(header)
         self.directory = directory if directory is not None else sessions_dir()
         self.max_records = max_records
         self.keep = keep
+        self.keep_days = keep_days
+        self.changes = changes          # a host-changing session: kept for the retention period
         self.on_warning = on_warning
         self.path: Path | None = None
         self.warning: str | None = None
@@ -152,11 +186,11 @@ class SessionLog:
             return self._file is not None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            prune(self.directory, self.keep - 1)
+            prune(self.directory, self.keep - 1, self.keep_days)
             sid = new_session_id(self.directory, self._began)
             self.header = {"kind": "session", "format": FORMAT, "id": sid, "started": round(self._began, 3),
                            "pid": os.getpid(), **self.header, **header}
-            self.path = self.directory / f"{sid}{SUFFIX}"
+            self.path = self.directory / f"{sid}{HOST_MARK if self.changes else ''}{SUFFIX}"
             self._file = self.path.open("x", encoding="utf-8")
             self._write(self.header)
         except OSError as exc:
@@ -178,12 +212,28 @@ class SessionLog:
         self.records += 1
         self._write_safely(record_line(rec))
 
+    def mark_changes(self, what: str) -> None:
+        """This session changes a host (`what`: launch, stop, setup, shell …): its file is kept for the
+        retention period (renamed `<id>.host.jsonl` if open already) and a line says what and when."""
+        if not self.changes:
+            self.changes = True
+            if self.path is not None and self._file is not None:
+                marked = self.path.with_name(f"{self.id}{HOST_MARK}{SUFFIX}")
+                try:
+                    os.rename(self.path, marked)
+                    self.path = marked
+                except OSError as exc:
+                    self._fail(f"command log {self.path} not marked as host-changing: {exc.strerror or exc}")
+        if self._file is not None:
+            self._write_safely({"kind": "change", "t": round(time.time(), 3), "what": what})
+
     def watch(self, fleet: Fleet) -> None:
         """Log the commands of `fleet` (the header names its cluster)."""
         if not self.header.get("config"):
             from cockpit.config import discover_config
             with contextlib.suppress(Exception):
                 self.header["config"] = str(discover_config(None))
+        self.keep_days = fleet.config.recorder.retention_days
         self.open(cluster=fleet.config.cluster.name)
         fleet.on_command(self.record)
 
@@ -221,17 +271,25 @@ def current() -> SessionLog | None:
     return _current
 
 
+def mark_host_change(what: str) -> None:
+    """The session of this process changes a host now (the TUI, when the operator confirms)."""
+    if _current is not None:
+        _current.mark_changes(what)
+
+
 @contextlib.contextmanager
-def session(command: str, argv: Sequence[str], config: str | None, version: str) -> Iterator[SessionLog]:
+def session(command: str, argv: Sequence[str], config: str | None, version: str, *,
+            changes: bool = False) -> Iterator[SessionLog]:
     """Log every command the fleets of this process run (as asked by `command`) to a new session file,
-    made when the first fleet is; a file that cannot be written is one warning on stderr."""
+    made when the first fleet is; a file that cannot be written is one warning on stderr. `changes`: the
+    command changes a host (its session is kept for the retention period)."""
     from cockpit.hosts.fleet import watch_fleets
     from cockpit.hosts.origin import asking
 
     global _current
     warned: list[str] = []
     log = SessionLog({"command": command, "argv": redact(shlex.join(argv)), "config": config or "",
-                      "version": version}, on_warning=warned.append)
+                      "version": version}, changes=changes, on_warning=warned.append)
     previous, _current = _current, log
     stop = watch_fleets(log.watch)
     try:
@@ -274,10 +332,15 @@ class Session:
     header: dict[str, Any]
     entries: list[Entry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)     # what was skipped, and why
+    changes: list[str] = field(default_factory=list)   # host changes the TUI marked (launch, stop …)
+
+    @property
+    def host_changing(self) -> bool:
+        return is_host_session(self.path) or bool(self.changes)
 
     @property
     def id(self) -> str:
-        return str(self.header.get("id") or self.path.name.removesuffix(SUFFIX))
+        return str(self.header.get("id") or session_id_of(self.path))
 
     @property
     def failures(self) -> int:
@@ -287,7 +350,7 @@ class Session:
         h = self.header
         return {"id": self.id, "started": h.get("started"), "command": str(h.get("command", "")),
                 "cluster": str(h.get("cluster", "")), "commands": len(self.entries),
-                "failures": self.failures, "path": str(self.path)}
+                "failures": self.failures, "host_changing": self.host_changing, "path": str(self.path)}
 
 
 def _entry(data: object) -> Entry | None:
@@ -339,6 +402,8 @@ def read_session(path: Path) -> Session | None:
                 found.entries.append(entry)
             elif isinstance(data, dict) and data.get("kind") == "note":
                 found.notes.append(str(data.get("text", "")))
+            elif isinstance(data, dict) and data.get("kind") == "change":
+                found.changes.append(str(data.get("what", "")))
             else:
                 found.notes.append(f"line {number}: not a command record: skipped")
         return found
@@ -362,7 +427,7 @@ def find_session(which: str, directory: Path | None = None) -> Session | None:
     files = list(reversed(session_files(directory if directory is not None else sessions_dir())))
     if which == "last":
         return next((found for path in files if (found := read_session(path)) is not None), None)
-    ids = {path.name.removesuffix(SUFFIX): path for path in files}
+    ids = {session_id_of(path): path for path in files}
     begins = [sid for sid in ids if sid.startswith(which)]
     chosen = which if which in ids else (begins[0] if len(begins) == 1 else None)
     return None if chosen is None else read_session(ids[chosen])

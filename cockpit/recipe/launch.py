@@ -22,12 +22,37 @@ from cockpit.recipe.checks import CheckResult, Verdict
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.phases import Phase
+from cockpit.recipe.recording import Recording, note_action
 from cockpit.recipe.replace import ReplaceItem, plan_replace, refused
-from cockpit.recipe.timeline import ClusterTimeline, ClusterVerdict, Failure, LaunchEvent, Owner, RankLaunched
+from cockpit.recipe.timeline import (
+    ClusterTimeline,
+    ClusterVerdict,
+    Failure,
+    LaunchEvent,
+    Owner,
+    RankLaunched,
+    RankTimeline,
+)
 from cockpit.recipe.watch import NO_ENGINE, ClusterWatcher
 from cockpit.safetext import neutralise, safe
 
 LAUNCH_TIMEOUT = 180.0       # seconds for launch/node.sh to return (docker run -d)
+
+
+_START_HINTS = (
+    ("[[gpu]]", "the host has no NVIDIA container runtime for --gpus: `sudo nvidia-ctk runtime configure "
+                "--runtime=docker && sudo systemctl restart docker`"),
+    ("unknown runtime", "the runtime the launcher names is not registered with Docker (`docker info`)"),
+    ("custom device", "a --device the launcher passes is missing on the host (/dev/infiniband: the RDMA "
+                      "drivers are not loaded)"),
+    ("exec:", "the container's command cannot be run in the image (is it the verified image?)"),
+)
+
+
+def start_failure_hint(message: str) -> str:
+    """What a failed container start usually means, from docker's message (real daemon wording)."""
+    low = message.lower()
+    return next((hint for key, hint in _START_HINTS if key in low), "read the message")
 
 
 def launch_order(ranks: Iterable[int]) -> list[int]:
@@ -232,10 +257,17 @@ class Launcher:
         """Run launch/node.sh on ranks N-1 … 1, then 0; each is followed from its first log line. False
         when one failed or its host was lost during `docker run` (later ranks are then not launched)."""
         self.watcher.start()
+        try:
+            return await self._launch_all()
+        finally:
+            self.watcher.launch_over()
+
+    async def _launch_all(self) -> bool:
         for rank in launch_order(self.cfg.ranks):
             tl = self.watcher.expect_launch(rank)
             cmd = launch_command(self.cfg, rank)
             self._apply(tl.launched(time.time()))
+            prior = self.ledger.records().get(rank)
             self.ledger.begin_launch(rank, self.cfg.cluster.container_name, self.fleet[rank].target)
             try:
                 res = await self.fleet[rank].run(cmd, timeout=LAUNCH_TIMEOUT)
@@ -245,12 +277,7 @@ class Launcher:
                 self._apply(tl.launch_unknown(f"host lost during docker run: {exc}", time.time()))
                 return False
             if not res.ok:
-                self.ledger.clear_pending(rank)
-                msg = neutralise(res.stderr.strip() or res.stdout.strip()) or f"exit status {res.exit_status}"
-                self._apply(tl.launch_failed(f"{cmd.line}: {msg}",
-                                             "read the message; ranks after this one were not launched; "
-                                             "stop the ones that were (head first) before relaunching",
-                                             time.time()))
+                await self._launch_failed(rank, tl, cmd.line, res, prior.container_id if prior else None)
                 return False
             cid = dk.container_id_from_output(res.stdout)
             if cid is None:
@@ -263,10 +290,55 @@ class Launcher:
                                              "check docker on that host", time.time()))
                 return False
             self.ledger.record(rank, cid, self.cfg.cluster.container_name, self.fleet[rank].target)
+            note_action(self.cfg, "launch", f"rank {rank}: launched container {cid[:12]}", rank=rank,
+                        data={"container_id": cid, "target": self.fleet[rank].target})
             tl.container_id, tl.owner = cid, "cockpit"
             self.booting[rank] = cid
             self._apply([RankLaunched(rank, cmd.line, cid, time.time())])
         return True
+
+    async def _launch_failed(self, rank: int, tl: RankTimeline, line: str, res: Result,
+                             prior: str | None) -> None:
+        """`docker run` failed. When it printed a container ID, docker created the container before its
+        start failed: it is `created`, holds the name, and this cockpit made it — recorded in the ledger, so
+        that `launch --replace-stopped` may clear it (never "not started by this cockpit")."""
+        name = self.cfg.cluster.container_name
+        msg = neutralise(res.stderr.strip() or res.stdout.strip()) or f"exit status {res.exit_status}"
+        cid = dk.container_id_from_output(res.stdout)
+        state: ContainerState | None = None
+        conflict = "is already in use by container" in res.stderr     # docker created nothing then
+        if cid is None and "Error response from daemon" in res.stderr and not conflict:
+            # the CLI prints the ID from a goroutine: a start that fails at once may exit before it did.
+            # A container of the name created during this launch is still this launch's (the ledger's
+            # pending launch decides, as for a host lost during docker run, or the watcher already did);
+            # an older one — the one the ledger recorded before this launch, or one not ours — is not.
+            with contextlib.suppress(HostUnavailable, CommandTimeout):
+                state = await inspect_container(self.fleet, rank, name)
+            new = state is not None and state.id != prior
+            if state is not None and new and self.ledger.claim(rank, state.id, state.created_at):
+                cid = state.id
+        if cid is None:
+            self.ledger.clear_pending(rank)
+            self._apply(tl.launch_failed(f"{line}: {msg}",
+                                         "read the message; ranks after this one were not launched; "
+                                         "stop the ones that were (head first) before relaunching",
+                                         time.time()))
+            return
+        self.ledger.record(rank, cid, name, self.fleet[rank].target)
+        tl.container_id, tl.owner = cid, "cockpit"
+        with contextlib.suppress(HostUnavailable, CommandTimeout):
+            state = await inspect_container(self.fleet, rank, cid)
+        status = state.status if state is not None else "created"
+        self._apply(tl.launch_failed(
+            f"{line}: docker created {name} ({cid[:12]}) but could not start it (exit status "
+            f"{res.exit_status}; the container is {neutralise(status)}): {msg}",
+            f"fix the cause ({start_failure_hint(msg)}); the {status} container holds the name {name}: "
+            "`r37-cockpit launch --replace-stopped` archives its log, removes it (this cockpit created it) "
+            "and launches again; ranks after this one were not launched: stop the ones that were (head "
+            "first) first",
+            time.time()))
+        if state is not None:
+            self._apply(tl.feed_container(state, time.time()))
 
     async def run_until(self, done: Callable[[ClusterTimeline], bool], timeout: float | None = None) -> bool:
         """Wait until `done(timeline)` holds; False on timeout."""
@@ -299,11 +371,14 @@ class RankStatus:
     progress: tuple[int, int] | None
     failure: Failure | None
     condition: str = "none"
+    phase_text: str = ""              # the phase as shown: "exited in …", or unknown when the log has none
+    detail: str = ""                  # why it is unknown (docker not answering, not read yet), if it is
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "target": self.target, "host": self.host,
                 "container": self.container.to_dict() if self.container else None, "owner": self.owner,
-                "condition": self.condition, "phase": self.phase.value,
+                "condition": self.condition, "phase": self.phase.value, "phase_text": self.phase_text,
+                "detail": self.detail,
                 "progress": list(self.progress) if self.progress else None,
                 "failure": self.failure.to_dict() if self.failure else None}
 
@@ -333,7 +408,8 @@ def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline) -
         owner: Owner = tl.owner if tl.container is not None else (
             "unknown" if tl.condition == "unknown" or not fleet[rank].status.connected else "none")
         ranks.append(RankStatus(rank, fleet[rank].target, fleet[rank].status.state.value, tl.container, owner,
-                                tl.phase, tl.progress, tl.failure, tl.condition))
+                                tl.phase, tl.progress, tl.failure, tl.condition, tl.phase_text,
+                                tl.unknown or tl.pending))
     live = timeline.engine_liveness()
     return StatusReport(ranks, timeline.api or NO_ENGINE, timeline.compute_verdict(),
                         live.state if live is not None else "unknown")
@@ -341,10 +417,13 @@ def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline) -
 
 async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None = None,
                          api_url: str | None = None, *, timeout: float = 30.0,
-                         watch_engine: float = 0.0) -> StatusReport:
+                         watch_engine: float = 0.0, recording: Recording | None = None) -> StatusReport:
     """One look of a watcher: container, phase (from the log tail), API readiness of every rank and, with
-    `watch_engine` seconds, the engine's liveness over that time; changes nothing."""
+    `watch_engine` seconds, the engine's liveness over that time; changes nothing. `recording` records
+    what the watcher sees."""
     async with ClusterWatcher(fleet, cfg, ledger=ledger, api_url=api_url) as watcher:
+        if recording is not None:
+            recording.attach_watcher(watcher)
         await watcher.first_look(timeout)
         await watcher.probe()
         if watcher.suspect_hang():         # the last stats line is flat: does /metrics still say so now?

@@ -94,6 +94,7 @@ class Ledger:
     """
 
     def __init__(self, cfg: ClusterConfig, path: Path | None = None):
+        self.cfg = cfg
         self.key = cluster_key(cfg)
         self.path = path or ledger_file()
         self.warnings: list[LedgerNotice] = []

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.recipe.alerts import AlertBook, findings
+from cockpit.recipe.supervise import supervised
 from cockpit.recipe.watch import ClusterWatcher
 from cockpit.telemetry.cluster_stats import ClusterStats
 from cockpit.telemetry.engine_stats import EngineStats
@@ -50,7 +51,8 @@ class StatsMonitor:
         self.sampler.start()
         if self.watcher is not None:
             self.watcher.subscribe_metrics(self._metrics, self.interval_s)
-        self._task = asyncio.create_task(self._judge_loop(), name="stats-judge")
+        self._task = asyncio.create_task(supervised("the alert judge", self._judge_loop, self._judge_down),
+                                         name="stats-judge")
 
     async def close(self) -> None:
         if self._task is not None:
@@ -76,10 +78,17 @@ class StatsMonitor:
     def judge(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         timeline = self.watcher.timeline if self.watcher is not None else None
+        api = timeline.api if timeline is not None else None
+        self.stats.engine_note = ("the API was not read yet" if api is None
+                                  else "" if api.ready else f"API: {api.message}")
         found = findings(self.stats, self.cfg.stats, timeline, self.fleet.statuses, now)
         self.stats.set_alerts(self.book.update(found, now, self.interval_s))
         for listener in list(self._listeners):
             listener()
+        self.changed.set()
+
+    def _judge_down(self, what: str, delay: float) -> None:
+        self.stats.engine_note = f"the alert judge failed: {what}; restarting in {delay:g} s"
         self.changed.set()
 
     async def _judge_loop(self) -> None:

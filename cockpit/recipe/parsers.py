@@ -469,14 +469,28 @@ class DockerInfo:
         return self.server_version is not None and not self.errors
 
 
+def _text_lines(text: str) -> list[str]:
+    """The lines of a tool's merged output that are not JSON: what it said on stderr."""
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith(("{", "["))]
+
+
 def parse_docker_info(text: str) -> DockerInfo | None:
-    """`docker info --format '{{json .}}'`; None when no JSON object came back at all."""
+    """`docker info --format '{{json .}}'` (stdout and stderr merged); None when no JSON object came back.
+
+    Without a daemon to talk to (it is down, or the login may not use its socket) the CLI 20 prints
+    `{"ServerErrors": [reason], …}`, the CLI 28 a whole object with every server field empty and the reason
+    on stderr: both give `errors` = the reason, never the JSON."""
     docs = [v for v in _json_values(text) if isinstance(v, dict)]
     if not docs:
         return None
     d = docs[0]
     runtimes = d.get("Runtimes")
     errors = [str(e) for e in d.get("ServerErrors") or [] if e]
+    if not errors and not _str(d.get("ServerVersion")):
+        said = _text_lines(text)
+        reasons = [line for line in said if not line.upper().startswith("WARNING")]   # e.g. a config warning
+        errors = (reasons or said)[:3] or ["docker info: the daemon gave no server information"]
     return DockerInfo(server_version=_str(d.get("ServerVersion")),
                       runtimes=sorted(runtimes) if isinstance(runtimes, dict) else [],
                       default_runtime=_str(d.get("DefaultRuntime")), root_dir=_str(d.get("DockerRootDir")),

@@ -34,6 +34,7 @@ from cockpit.recipe.timeline_events import (
     ProgressChanged,
     RankCondition,
     RankFailed,
+    RankRecovered,
     RankStopped,
     RankUnknown,
 )
@@ -76,7 +77,11 @@ class RankTimeline:
     owner: Owner = "none"
     stop_began: float | None = None      # the cockpit began stopping it (or it exited cleanly) at this time
     stopped: bool = False                # exited after a stop: not a failure, whatever it printed meanwhile
-    unknown: str = ""                    # why its container is not known (host lost during docker run)
+    unknown: str = ""                    # why its container is not known (host lost during docker run,
+                                         # docker not answering)
+    pending: str = ""                    # what is not read yet (its container, its log): nothing is known
+    partial: bool = False                # its log was read from a tail that may not reach its boot
+    read_to: float = 0.0                 # host time up to which its log is known read (inf: to its end)
     lines: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=CONTEXT_LINES))
     # the engine's periodic stats lines: (host time, prompt tok/s, generation tok/s, running, waiting)
     stats: deque[tuple[float, float, float, int, int]] = field(
@@ -103,13 +108,34 @@ class RankTimeline:
         return self.phase is Phase.READY and not self.failed and not self.stopped
 
     @property
+    def boot_seen(self) -> bool:
+        """Its boot is in the log read (a tail of a long-lived container may begin after it)."""
+        return not self.partial
+
+    @property
+    def phase_known(self) -> bool:
+        """The phase shown is evidence: a boot line was read, or the whole log was (a tail without boot
+        lines says only that the container runs, not that it is stuck at its start)."""
+        return not (self.partial and self.phase in (Phase.RUNNING, Phase.LAUNCHED))
+
+    @property
+    def phase_text(self) -> str:
+        """The phase as the operator reads it: with the exit, or said unknown when the log read has none."""
+        c = self.container
+        if c is not None and c.exited:
+            return f"exited in {self.phase.value}" if self.phase_known else "exited"
+        if not self.phase_known:
+            return "running (boot not in the log read)"
+        return self.phase.value
+
+    @property
     def condition(self) -> RankCondition:
         """One word for the rank: what the header, the panes and `status` show."""
         if self.failure is not None:
             return "followed" if self.failure.secondary else "failed"
         if self.stopped:
             return "stopped"
-        if self.unknown:
+        if self.unknown or self.pending:
             return "unknown"
         if self.stop_began is not None:
             return "stopping"
@@ -119,10 +145,16 @@ class RankTimeline:
             return "booting"
         return "none"
 
-    def request_stop(self, at: float) -> None:
-        """The cockpit begins stopping this rank: its shutdown output is not judged as failures."""
+    def request_stop(self, at: float) -> list[LaunchEvent]:
+        """The cockpit begins stopping this rank: its shutdown output is not judged as failures — also
+        a failure already read from it, if its host's clock puts it after the stop began."""
         if self.stop_began is None or at < self.stop_began:
             self.stop_began = at
+        f = self.failure
+        if f is not None and f.source == "log" and self._shutting_down(f.at):
+            self.failure, self._best_rule = None, None
+            return [RankRecovered(self.rank, "its failure was its shutdown: the cockpit stopped it", f.at)]
+        return []
 
     def _shutting_down(self, at: float) -> bool:
         return self.stop_began is not None and at >= self.stop_began - STOP_SKEW
@@ -156,14 +188,21 @@ class RankTimeline:
     # -- inputs --
 
     def enter(self, phase: Phase, at: float) -> list[LaunchEvent]:
-        """Move forward to `phase` (ignored if it is not later than the current one or the rank failed)."""
-        if self.failed or PHASE_INDEX[phase] <= PHASE_INDEX[self.phase]:
+        """Move forward to `phase` (ignored if it is not later than the current one, or after the rank's
+        failure). A rank judged stuck that moves on was not stuck: that judgement is withdrawn."""
+        if PHASE_INDEX[phase] <= PHASE_INDEX[self.phase]:
+            return []
+        withdrawn: list[LaunchEvent] = []
+        if self.failure is not None and self.failure.source == "stuck":
+            self.failure = None
+            withdrawn.append(RankRecovered(self.rank, f"moved on to {phase.value}", at))
+        if self.failure is not None and at > self.failure.at:
             return []
         if self.spans:
             at = max(at, self.spans[-1].start)
             self.spans[-1].end = at
         self.spans.append(PhaseSpan(phase, at))
-        return [PhaseEntered(self.rank, phase, at)]
+        return [*withdrawn, PhaseEntered(self.rank, phase, at)]
 
     def launched(self, at: float, container_id: str | None = None) -> list[LaunchEvent]:
         self.container_id = container_id
@@ -171,6 +210,7 @@ class RankTimeline:
 
     def feed_line(self, text: str, at: float) -> list[LaunchEvent]:
         """One line of the container's log (without docker's timestamp)."""
+        self.read_to = max(self.read_to, at)
         events: list[LaunchEvent] = []
         if not self.spans or self.phase is Phase.LAUNCHED:
             events += self.enter(Phase.RUNNING, at)
@@ -219,7 +259,7 @@ class RankTimeline:
             if self.failure is not None and at < self.failure.at and self.failure.source == "log":
                 self.failure = replace(self.failure, at=at)   # the rank failed as early as its first sign
             return []
-        if self.failure is not None and self.failure.source not in ("log", "container"):
+        if self.failure is not None and self.failure.source not in ("log", "container", "stuck"):
             return []
         self._best_rule = rule
         first_at = self.failure.at if self.failure else at
@@ -236,6 +276,15 @@ class RankTimeline:
         self.container_id = self.container_id or state.id
         self.unknown = ""
         events: list[LaunchEvent] = []
+        if state.start_failed and self.failure is None:
+            # docker created it but could not start it: it never ran, holds the name (`created`)
+            self.failure = Failure(self.rank, "container created, never started",
+                                   "fix the cause docker names; `r37-cockpit launch --replace-stopped` "
+                                   "clears a container this cockpit created (after archiving its log) and "
+                                   "launches",
+                                   f"container {state.name} {state.exit_reason()}", self._context(self._seq),
+                                   state.created_at or at, "container", 0, state.exit_reason())
+            return [RankFailed(self.failure)]
         if state.running or state.exited:
             events += self.enter(Phase.RUNNING, state.started_at or at)
         if state.exited and not self.stopped and self._was_stopped(state):
@@ -302,9 +351,12 @@ class RankTimeline:
         return [HostChanged(self.rank, False, "connected again; following resumes", at)]
 
     def check_stuck(self, now: float, limits: dict[Phase, float]) -> list[LaunchEvent]:
-        """A rank in one phase past its limit turns red (not while its host is lost)."""
+        """A rank in one phase past its limit turns red: only on evidence. Not while its host is lost, its
+        container or log is not read yet or unknown, nor when the log read does not reach its boot (a tail
+        of a long-lived container); withdrawn when the rank moves on (`enter`)."""
         if (self.failed or not self.spans or self.host_lost_since is not None or self.ready
-                or self.stop_began is not None or self.stopped):
+                or self.stop_began is not None or self.stopped or self.pending or self.unknown
+                or not self.phase_known or (self.container is not None and not self.container.running)):
             return []
         span = self.spans[-1]
         limit = limits.get(span.phase)

@@ -5,11 +5,13 @@ of the launch's name that this cockpit started.
     [line for item in plan for line in item.commands]           # what the operator confirms (and --dry-run)
     outcomes = await execute_replace(fleet, cfg, plan, ledger)  # only the `replace` items
 
-A rank is replaced only when its container of the launch's name is exited (or dead) and has exactly the
-full ID the launch ledger recorded when this cockpit started it. A running container, one the cockpit did
-not start, or a host that does not answer is refused with the reason, and nothing is removed there.
+A rank is replaced only when its container of the launch's name is exited (or dead), or `created` with a
+start that failed (`ContainerState.start_failed`: `docker run -d` printed its ID, exited 125/127 and the
+container never ran), and has exactly the full ID the launch ledger recorded when this cockpit started it.
+A running container, one the cockpit did not start, or a host that does not answer is refused with the
+reason, and nothing is removed there.
 
-Replacing one rank: inspect again (still exited, same ID, still in the ledger), save its full log
+Replacing one rank: inspect again (still ended, same ID, still in the ledger), save its full log
 (`docker logs -t ID`, stdout and stderr merged, streamed into the file) to
 `<state dir>/archive/<cluster key>/<UTC YYYYmmddTHHMMSSZ>/rank-N.log`, inspect again, then `docker rm ID`
 (the full ID, never the name, never `-f`). The container is removed only if docker logs exited 0 and the
@@ -36,6 +38,7 @@ from cockpit.locations import archive_dir
 from cockpit.recipe import containers as dk
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger, cluster_key
+from cockpit.recipe.recording import note_action
 from cockpit.safetext import neutralise
 
 INSPECT_TIMEOUT = 20.0       # seconds for one `docker inspect`
@@ -152,7 +155,7 @@ def judge(rank: int, name: str, state: ContainerState | None, ledger_id: str | N
     if state.running or state.status in ("running", "paused", "restarting"):
         return ReplaceItem(rank, "refuse", f"{label} is {status}: stop it first (`r37-cockpit stop`)",
                            state.id)
-    if not state.exited:
+    if not state.ended:
         return ReplaceItem(rank, "refuse", f"{label} is {status}, not exited: inspect and remove it yourself "
                                            "on that host", state.id)
     ended = _quote_host(state.exit_reason())
@@ -322,7 +325,7 @@ async def _still_replaceable(host: Transport, rank: int, name: str, cid: str, le
         return f"rank {rank}: {name} ({short}) no longer exists"
     if state.id != cid:
         return f"rank {rank}: {name} is now another container ({state.short_id}), not the planned {short}"
-    if not state.exited:
+    if not state.ended:
         status = _quote_host(state.status)
         return f"rank {rank}: {name} ({short}) is {status} now: stop it first (`r37-cockpit stop`)"
     if not ledger.owns(rank, cid):
@@ -391,4 +394,6 @@ async def execute_replace(fleet: Fleet, cfg: ClusterConfig, plan: list[ReplaceIt
     finally:
         with contextlib.suppress(OSError):
             directory.rmdir()  # only if nothing was archived (rmdir refuses a directory with files)
+    for o in outcomes:
+        note_action(cfg, "relaunch", o.message, rank=o.rank, data={"ok": o.ok, "archive": o.archive_path})
     return sorted(outcomes, key=lambda o: o.rank)

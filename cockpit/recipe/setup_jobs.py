@@ -21,7 +21,7 @@ from cockpit.hosts.shell import Cmd, ShellCommand, as_command, command, sections
 from cockpit.recipe import containers as dk
 from cockpit.recipe import parsers as P
 from cockpit.recipe.checks import Probe, Verdict, majority, ranks_text
-from cockpit.recipe.checks_host import _image_cmds
+from cockpit.recipe.checks_host import _image_cmds, image_identity
 from cockpit.recipe.checks_storage import (
     ENGRAM,
     RECIPE,
@@ -32,6 +32,7 @@ from cockpit.recipe.checks_storage import (
     engram_ready,
     revision_of,
 )
+from cockpit.recipe.image_identity import ArchiveIds, identify, parse_archive_ids, parse_image_inspect
 from cockpit.recipe.setup_model import Checked, Finalize, RankPlan, Step, StepOutput
 
 VERIFY_MARKER = "@@r37-setup-verify"
@@ -227,12 +228,24 @@ def _sha_check(want: str) -> Callable[[StepOutput], Checked]:
     return check
 
 
-def _image_check(want: str) -> Callable[[StepOutput], Checked]:
+def _archive_ids_check(seen: dict[str, ArchiveIds]) -> Callable[[StepOutput], Checked]:
+    """Keeps what the verified archive names (for `_image_check` on a containerd image store)."""
     def check(out: StepOutput) -> Checked:
-        got = P.parse_image_id(out.text)
-        if got != want:
-            return Checked(f"image ID mismatch: observed {got or 'no image'}, expected {want} — this is not "
+        seen["archive"] = parse_archive_ids(out.text) if out.status == 0 else ArchiveIds((), ())
+        return Checked()
+    return check
+
+
+def _image_check(want: str, seen: dict[str, ArchiveIds] | None = None) -> Callable[[StepOutput], Checked]:
+    def check(out: StepOutput) -> Checked:
+        facts = parse_image_inspect(out.text)
+        if facts is None:
+            return Checked(f"image ID mismatch: observed no image, expected {want} — this is not "
                            "the verified R37 image; do not launch with it")
+        ident = identify(facts, want, (seen or {}).get("archive"))
+        if not ident.ok:
+            return Checked(f"image ID mismatch: {ident.how} — this is not the verified R37 image; do not "
+                           "launch with it")
         return Checked()
     return check
 
@@ -243,11 +256,14 @@ def image_inspect(cfg: ClusterConfig) -> ShellCommand:
 
 def _plan_runtime(ctx: PlanContext, probe: Probe) -> RankPlan:
     cfg, rank = ctx.cfg, ctx.rank
-    have = P.parse_image_id(probe.output("docker.image")) if probe.status("docker.image") == 0 else None
-    if have == cfg.runtime.image_id:
+    facts, ident = image_identity(probe)
+    have = facts.id if facts is not None else None
+    if have is not None and ident is not None and ident.ok:
+        via = "" if have == cfg.runtime.image_id else f" ({ident.how})"
         return RankPlan("runtime", rank, done=f"{cfg.runtime.image_tag} is loaded with the expected ID "
-                                              f"{have[:19]}…")
+                                              f"{have[:19]}…{via}")
     path = archive_path(cfg, rank)
+    seen: dict[str, ArchiveIds] = {}
     steps = (
         _mkdir(cfg.recipe_dir(rank)),
         Step("download", command(["hf", "download", cfg.runtime.recipe_repo, cfg.runtime.archive,
@@ -256,7 +272,9 @@ def _plan_runtime(ctx: PlanContext, probe: Probe) -> RankPlan:
              check=_size_check(cfg.runtime.size_bytes)),
         Step("verify sha256", command(["sha256sum", "--", path]), check=_sha_check(cfg.runtime.sha256)),
         Step("docker load", command(["docker", "load", "-i", path])),
-        Step("verify image ID", image_inspect(cfg), check=_image_check(cfg.runtime.image_id)),
+        Step("read the archive's digests", command(dk.archive_ids_argv(path)), check=_archive_ids_check(seen),
+             log=False),
+        Step("verify image ID", image_inspect(cfg), check=_image_check(cfg.runtime.image_id, seen)),
     )
     note = f"loaded image has ID {have}, expected {cfg.runtime.image_id}: loading again" if have else ""
     return RankPlan("runtime", rank, steps, note=note)

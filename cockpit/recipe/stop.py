@@ -12,6 +12,7 @@ stopped either (stopping them first would leave a head serving without workers) 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -20,6 +21,7 @@ from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, command
 from cockpit.recipe import containers as dk
 from cockpit.recipe.launch import inspect_container
 from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.recording import note_action
 from cockpit.safetext import neutralise
 
 STOP_TIMEOUT = 90.0
@@ -90,10 +92,12 @@ async def plan_stop(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> list[St
     return sorted(items, key=lambda i: stop_order(cfg.ranks).index(i.rank))
 
 
-async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
-                       force: bool = False) -> list[StopOutcome]:
+async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *, force: bool = False,
+                       noted: Callable[[list[int]], None] | None = None) -> list[StopOutcome]:
     """Stop the head first and wait for it, then every worker in parallel. An unreachable rank is an
-    outcome that is not ok; an unreachable head keeps the workers running unless `force`."""
+    outcome that is not ok; an unreachable head keeps the workers running unless `force`. `noted` is told
+    the ranks once their stop request is in the ledger, before anything is stopped (a live model then
+    reads what they print as their shutdown at once, not at its next look at the ledger)."""
     todo = [i for i in plan if i.action == "stop"]
     lost = [i for i in plan if i.action == "unreachable"]
     out = [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {i.reason}") for i in lost]
@@ -103,10 +107,14 @@ async def execute_stop(fleet: Fleet, plan: list[StopItem], ledger: Ledger, *,
         out += [StopOutcome(i.rank, False, f"rank {i.rank} NOT stopped: {why}") for i in todo if i.rank != 0]
         return sorted(out, key=lambda o: o.rank)
     ledger.mark_stop_requested([(i.rank, i.container_id) for i in todo])
+    if noted is not None:
+        noted([i.rank for i in todo])
     head = [i for i in todo if i.rank == 0]
     workers = [i for i in todo if i.rank != 0]
     out += [await _stop_one(fleet, i, ledger) for i in head]
     out += await asyncio.gather(*(_stop_one(fleet, i, ledger) for i in workers))
+    for o in out:
+        note_action(ledger.cfg, "stop", f"rank {o.rank}: {o.message}", rank=o.rank, data={"ok": o.ok})
     return sorted(out, key=lambda o: (o.rank != 0, o.rank))
 
 
@@ -119,4 +127,18 @@ async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome
         why = neutralise(res.stderr.strip()) or f"exit status {res.exit_status}"
         return StopOutcome(item.rank, False, why)
     ledger.mark_stopped(item.rank, item.container_id)
-    return StopOutcome(item.rank, True, f"stopped {item.container_id[:12]}")
+    return StopOutcome(item.rank, True, await _how_it_stopped(fleet, item))
+
+
+async def _how_it_stopped(fleet: Fleet, item: StopItem) -> str:
+    """"stopped ID", and when docker had to kill it after its timeout (a PID 1 without a SIGTERM handler,
+    or an engine that did not finish its shutdown in time: exit 137), that it was still this stop."""
+    done = f"stopped {item.container_id[:12]}"
+    try:
+        state = await inspect_container(fleet, item.rank, item.container_id)
+    except (HostUnavailable, CommandTimeout):
+        return done
+    if state is None or not state.exited or state.oom_killed or state.exit_code != 137:
+        return done
+    return (f"{done}: it did not exit on SIGTERM, so docker killed it when its stop timeout ran out "
+            "(exit 137, SIGKILL) — stopped by this cockpit, not a crash")

@@ -56,6 +56,15 @@ class RankFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class RankRecovered:
+    """A judgement of the rank was withdrawn on new evidence (a rank judged stuck moved on)."""
+
+    rank: int
+    detail: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class RankStopped:
     rank: int
     detail: str
@@ -98,7 +107,7 @@ class ApiChanged:
 Owner = Literal["cockpit", "by hand", "none", "unknown"]
 RankCondition = Literal["none", "booting", "ready", "stopping", "stopped", "failed", "followed", "unknown"]
 VerdictState = Literal["idle", "launching", "ready", "hung", "down", "stopping", "stopped", "host-lost",
-                       "unknown"]
+                       "unknown", "incomplete"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +128,7 @@ class ClusterVerdict:
 
 
 VERDICT_CODES: dict[str, str] = {"hung": "engine-hung", "down": "rank-failed", "host-lost": "host-lost",
-                                 "unknown": "state-unknown"}
+                                 "unknown": "state-unknown", "incomplete": "launch-incomplete"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +137,7 @@ class VerdictChanged:
 
 
 LaunchEvent = (PhaseEntered | ProgressChanged | RankFailed | HostChanged | RankLaunched | ApiChanged
-               | VerdictChanged | RankStopped | RankUnknown | EngineChanged)
+               | VerdictChanged | RankStopped | RankUnknown | EngineChanged | RankRecovered)
 
 
 def event_dict(event: LaunchEvent) -> dict[str, Any]:

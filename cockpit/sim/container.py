@@ -10,7 +10,11 @@
   `--attach`, to the shim's own stdout/stderr: the foreground `docker run`);
 - `state.json` follows the process: running (Pid, StartedAt) -> exited (ExitCode, 128+N when killed
   by signal N, FinishedAt, OOMKilled when the engine created `oom_killed` before dying);
-- SIGTERM/SIGINT/SIGHUP are forwarded to the child (docker signals PID 1 only); the child leads its
+- a command that cannot be started leaves the container `created` with `State.Error` and exit code 127
+  (runc's wording), as a real daemon does;
+- SIGTERM/SIGINT/SIGHUP are forwarded to the child (docker signals PID 1 only) only if it has a handler
+  for them: PID 1 of a container ignores a signal it does not catch, so `docker stop` of a command without
+  a SIGTERM handler waits the timeout and ends in SIGKILL (137), as on a real daemon; the child leads its
   own process group, which is SIGKILLed when the child exits (a container's processes die with it);
   with AutoRemove the container dir is removed.
 """
@@ -76,6 +80,10 @@ class LogWriter:
                     out.flush()
 
 
+START_FAILED = ("failed to create shim task: OCI runtime create failed: runc create failed: unable to start "
+                "container process: exec: {cmd}: executable file not found in $PATH: unknown")
+
+
 def run(root: str, cid: str, attach: bool) -> int:
     os.environ[layout.ROOT_ENV] = root
     cdir = _docker.container_dir(cid)
@@ -90,13 +98,9 @@ def run(root: str, cid: str, attach: bool) -> int:
     st = _docker.read_state(cid)
     exe = shutil.which(argv[0], path=env.get("PATH")) if argv else None
     if exe is None:
-        st.update(
-            Status="exited",
-            Running=False,
-            ExitCode=127,
-            FinishedAt=_host.rfc3339nano(),
-            Error=f'exec: "{argv[0] if argv else ""}": executable file not found in $PATH',
-        )
+        # like runc: the container was created but its process could not start; it stays `created`
+        st.update(Status="created", Running=False, ExitCode=127,
+                  Error=START_FAILED.format(cmd=json.dumps(argv[0] if argv else "")))
         _docker.write_state(cid, st)
         return 127
     log = LogWriter(_docker.log_path(cid), attach)
@@ -111,8 +115,11 @@ def run(root: str, cid: str, attach: bool) -> int:
     )
 
     def forward(signum: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            child.send_signal(signum)
+        # The command is PID 1 of its container: the kernel drops a signal PID 1 has no handler for
+        # (`docker stop` then waits its timeout and SIGKILLs: exit 137).
+        if _docker.catches(child.pid, signum):
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)

@@ -18,7 +18,9 @@ from cockpit.sim.tools import _meminfo
 DESCRIPTIONS: dict[str, str] = {
     "no-gpu": "nvidia-smi cannot reach the driver (prints NVIDIA-SMI has failed..., exit 9)",
     "docker-down": "every docker command fails: Cannot connect to the Docker daemon (exit 1)",
-    "no-nvidia-runtime": "docker info lists no nvidia runtime; docker run --gpus fails (exit 125)",
+    "docker-denied": "every docker command fails: permission denied on the daemon socket (exit 1)",
+    "no-nvidia-runtime": "docker info lists no nvidia runtime; docker run --gpus leaves a created container "
+                         "(exit 125)",
     "rdma-port-down": "the ib_hca port is DOWN/DISABLED in sysfs, rdma, ibv_devinfo, ibdev2netdev and ip",
     "wrong-gid": "GID index gid_index of ib_hca is a RoCE v1 ULA GID; the IPv4 RoCE v2 GID moved to 5",
     "low-disk": "df reports only 30 GB available on srv_dir (demo; the lab shrinks the tmpfs)",
@@ -33,6 +35,10 @@ DESCRIPTIONS: dict[str, str] = {
     "traceback-on-stop": "the engine prints a Python traceback while it shuts down on SIGTERM (still exit 0)",
     "lost-during-run": "docker run starts the container, then the host vanishes (host-down) before answering",
     "host-down": "the host vanishes: SSH refused/unreachable (handled by the demo server and the lab)",
+    "slow-docker": 'a busy host: docker inspect answers late and docker logs lags its log by that long '
+                   '(params: {"delay_s": N}, default 8)',
+    "fabric-degraded": 'ib_write_bw/ib_write_lat through ib_hca run at a lower rate (params: {"gbps": N}, '
+                       'default 50) and a higher latency: a bad cable, port or PFC',
 }
 assert set(DESCRIPTIONS) == set(layout.FAULTS), "every fault needs a description"
 

@@ -50,9 +50,10 @@ from typing import Literal
 ROOT_ENV = "R37_SIM_ROOT"
 
 FAULTS = (
-    "no-gpu", "docker-down", "no-nvidia-runtime", "rdma-port-down", "wrong-gid", "low-disk",
+    "no-gpu", "docker-down", "docker-denied", "no-nvidia-runtime", "rdma-port-down", "wrong-gid", "low-disk",
     "low-memory", "slow-clocks", "missing-shard", "wrong-image-id", "nccl-timeout", "oom-at-load",
-    "crash-after-ready", "hang", "traceback-on-stop", "lost-during-run", "host-down",
+    "crash-after-ready", "hang", "traceback-on-stop", "lost-during-run", "host-down", "slow-docker",
+    "fabric-degraded",
 )
 
 

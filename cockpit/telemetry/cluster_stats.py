@@ -124,6 +124,7 @@ class ClusterStats:
         self.ranks: dict[int, RankStats] = {r: RankStats(r) for r in ranks}
         self.history: dict[int, History] = {r: History() for r in ranks}
         self.engine: EngineStatsReading | None = None
+        self.engine_note = ""           # why there is no engine reading: the API's state, from the live model
         self.engine_history = History()
         self.alerts: tuple[Alert, ...] = ()
         self.version = 0                  # grows with every change (a renderer can skip an unchanged model)

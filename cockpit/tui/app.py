@@ -8,6 +8,8 @@ command palette, and turns any failed worker into a notification and the pane's 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -27,11 +29,13 @@ from cockpit.hosts import Fleet, HostStatus
 from cockpit.hosts.origin import add_resolver, asking
 from cockpit.locations import user_themes_dir
 from cockpit.recipe import history
+from cockpit.recipe.recording import Recording, path_for, recording_for
 from cockpit.recipe.timeline import ApiChanged
 from cockpit.safetext import neutralise, safe
+from cockpit.telemetry.notify import AlertNotifier, notifier_for
 from cockpit.tui import uistate
 from cockpit.tui.context import CockpitContext
-from cockpit.tui.dialogs import Confirm, KeyMapScreen
+from cockpit.tui.dialogs import Confirm, EventsScreen, KeyMapScreen
 from cockpit.tui.dialogs.clusters import ClusterPicker
 from cockpit.tui.header import ClusterHeader
 from cockpit.tui.keys import action_name, current_bindings
@@ -106,6 +110,7 @@ class CockpitApp(App[None]):
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "keys", "Keys", id="app.keys", key_display="?"),
         Binding("C", "clusters", "Clusters", id="app.clusters"),
+        Binding("E", "events", "Events", id="app.events", show=False),
         *_pane_bindings(),
     ]
 
@@ -120,6 +125,7 @@ class CockpitApp(App[None]):
         self.clusters = list(clusters)      # every cluster `C` can switch to (this one among them)
         self._active = self._index_of(config_path)
         self.generation = 0                 # +1 per switch: messages of the cluster before are dropped
+        self.recording: Recording | None = None   # the flight recorder of the open cluster, while connected
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
         self.keymap: dict[str, str] = dict(config.ui.keymap or {})
@@ -127,6 +133,7 @@ class CockpitApp(App[None]):
         for theme in self.themes.themes.values():
             self.register_theme(theme.textual)
         self._roles_pushed = False
+        self._notifier: AlertNotifier | None = None
         self.theme = DEFAULT_THEME
 
     def compose(self) -> ComposeResult:
@@ -171,12 +178,37 @@ class CockpitApp(App[None]):
         with asking("watcher"):
             self.ctx.watcher.start()
         self.ctx.monitor.subscribe(stats)
+        notifier = self._notifier = notifier_for(self.config.alerts, self.config.cluster.name)
+        if notifier is not None:        # [alerts] command: every alert raised or cleared, off the UI's path
+            monitor = self.ctx.monitor
+            notifier.start()
+
+            def judged() -> None:
+                notifier.observe(monitor.stats.alerts)
+
+            monitor.subscribe(judged)
         with asking("stats sampler"):
             self.ctx.monitor.start()
+        self.recording = recording_for(self.ctx.config, "tui", self._recording_warning)
+        if self.recording is not None:
+            self.recording.attach_watcher(self.ctx.watcher)
+            self.recording.attach_monitor(self.ctx.monitor)
+
+    def _recording_warning(self, message: str) -> None:
+        """A warning of the recorder's writer thread (set aside, cannot write), as a notification."""
+        with contextlib.suppress(Exception):
+            self.call_from_thread(self.notify, safe(message, 600), title="recording", severity="warning",
+                                  timeout=30)
 
     async def _disconnect(self) -> None:
+        if self._notifier is not None:
+            await self._notifier.close()
+            self._notifier = None
         await self.ctx.monitor.close()
         await self.ctx.watcher.close()
+        if self.recording is not None:
+            recording, self.recording = self.recording, None
+            await asyncio.to_thread(recording.close)
         await self.fleet.close()
 
     def _freeze_startup_objects(self) -> None:
@@ -391,6 +423,13 @@ class CockpitApp(App[None]):
     def key_rows(self, node: object) -> list[tuple[str, str, str]]:
         return [(key, b.description or b.action, b.id or "-") for b, key in current_bindings(node)]  # type: ignore[arg-type]
 
+    def action_events(self) -> None:
+        """The incident timeline of the open cluster, from its recording (`r37-cockpit events`)."""
+        recording = self.recording
+        self.push_screen(EventsScreen(recording.path if recording is not None else path_for(self.ctx.config),
+                                      self.ctx.config.cluster.name, list(self.ctx.config.ranks),
+                                      flush=recording.recorder.flush if recording is not None else None))
+
     def action_keys(self) -> None:
         sections: list[tuple[str, list[tuple[str, str, str]]]] = []
         pane = self.shown_pane()
@@ -408,6 +447,8 @@ class CockpitApp(App[None]):
         for number, (pid, cls) in enumerate(PANES, start=1):
             yield SystemCommand(f"Pane: {cls.TITLE}", f"Show the {cls.TITLE} pane (key {number})",
                                 partial(self.action_show_pane, pid))
+        yield SystemCommand("Events", "The incident timeline from the cluster's recording (key E)",
+                            self.action_events)
         active = self.active_cluster()
         for i, ref in enumerate(self.clusters):
             if i != active and len(self.clusters) > 1:

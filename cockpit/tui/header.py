@@ -21,7 +21,8 @@ VERDICT_LABEL = {"idle": ("no model running", "muted"), "launching": ("launching
                  "ready": ("READY ✔", "ok"), "hung": ("engine HUNG", "alarm"),
                  "down": ("cluster DOWN", "alarm"), "stopped": ("stopped", "bold"),
                  "stopping": ("stopping …", "warn.soft"),
-                 "host-lost": ("host lost", "fail"), "unknown": ("state unknown", "fail")}
+                 "host-lost": ("host lost", "fail"), "unknown": ("state unknown", "unknown"),
+                 "incomplete": ("launch incomplete", "fail")}
 NARROW = 100     # below this many columns the header uses its compact form
 READ_ONLY_BADGE = (" READ-ONLY ", " RO ")     # (full, compact): reverse video in the "warn" role
 
@@ -66,12 +67,12 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
     if bad:
         ranks = " ".join(str(s.rank) for s in bad)
         word = "rank" if len(bad) == 1 else "ranks"
-        text.append(f" · {word} {ranks} down" if compact else f"  ranks down: {ranks}", style="fail.soft")
+        text.append(f" · {word} {ranks} down" if compact else f"  {word} {ranks} down", style="fail.soft")
     if model is None:
         return _with_alerts(text, alerts, sep, compact)
     v = model.verdict
     label, vstyle = VERDICT_LABEL.get(v.state, (v.state, ""))
-    if v.state == "idle" and not looked:
+    if (v.state == "idle" and not looked) or (v.state == "unknown" and v.summary.startswith("reading")):
         label, vstyle = "looking at the hosts …", "muted"     # not yet known: never "no model running"
     if v.state == "down" and v.first_failed is not None:
         label += f": rank {v.first_failed} failed"

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from cockpit.api.liveness import EngineSample
 from cockpit.bench import gate
 from cockpit.recipe.timeline_events import ClusterVerdict
 
@@ -29,18 +28,23 @@ async def test_cluster_must_be_ready(monkeypatch: pytest.MonkeyPatch, state: str
         assert refusal.reason == f"the cluster is not ready: cluster {state}" and refusal.remedy == "do this"
 
 
-@pytest.mark.parametrize(("running", "waiting", "found", "reason"), [
-    (0, 0, {"vllm:num_requests_running", "vllm:generation_tokens_total"}, None),
-    (2, 0, {"vllm:num_requests_running", "vllm:generation_tokens_total"}, "busy: 2 running, 0 waiting"),
-    (0, 3, {"vllm:num_requests_running", "vllm:generation_tokens_total"}, "busy: 0 running, 3 waiting"),
-    (0, 0, set(), "no vLLM request counters"),
-])
-async def test_api_must_be_idle(monkeypatch: pytest.MonkeyPatch, running: int, waiting: int, found: set[str],
-                                reason: str | None) -> None:
-    async def sample(_client: Any) -> EngineSample:
-        return EngineSample(running, waiting, 0.0, 0.0, None, 0.0, frozenset(found))
+def _vllm(running: int, waiting: int) -> str:
+    return (f"vllm:num_requests_running{{model_name=\"m\"}} {running}\n"
+            f"vllm:num_requests_waiting{{model_name=\"m\"}} {waiting}\n"
+            "vllm:generation_tokens_total{model_name=\"m\"} 0\n")
 
-    monkeypatch.setattr(gate, "read_sample", sample)
+
+@pytest.mark.parametrize(("text", "reason"), [
+    (_vllm(0, 0), None),
+    (_vllm(2, 0), "busy: 2 running, 0 waiting"),
+    (_vllm(0, 3), "busy: 0 running, 3 waiting"),
+    ("", "no request counters this cockpit knows"),
+])
+async def test_api_must_be_idle(monkeypatch: pytest.MonkeyPatch, text: str, reason: str | None) -> None:
+    async def metrics(_client: Any, timeout: float = 0) -> str:
+        return text
+
+    monkeypatch.setattr(gate, "read_metrics_text", metrics)
     refusal = await gate.idle_refusal(None)  # type: ignore[arg-type]
     if reason is None:
         assert refusal is None

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,18 +41,33 @@ def free_port() -> int:
 
 
 def watch(cluster: SimCluster, *args: str, run_for: float) -> subprocess.CompletedProcess[str]:
-    """`stats --watch` for `run_for` seconds, then Ctrl-C (SIGINT)."""
+    """`stats --watch` for `run_for` seconds from its first line (however long a busy machine takes to
+    start it), then Ctrl-C (SIGINT)."""
     proc = subprocess.Popen(argv(cluster, "--watch", *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, stdin=subprocess.DEVNULL)
+    lines: list[str] = []
+    first = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            first.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
+        first.wait(120)
         time.sleep(run_for)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        reader.join(10)
+        err = proc.stderr.read() if proc.stderr is not None else ""
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines), err)
 
 
 def test_once_json_carries_every_field_of_every_rank_and_exits_0_when_idle(demo_cluster: SimCluster) -> None:

@@ -175,6 +175,8 @@ async def test_oom_at_load_is_red_with_oom_cause_and_exit(fresh_demo_cluster) ->
         assert "CUDA out of memory" in tl.failure.cause
         assert "out-of-memory killer" in tl.failure.exit_reason
         assert tl.phase is Phase.LOADING and tl.progress is not None and tl.progress[0] < 48
+        # named once every other rank's log is read up to rank 1's failure
+        assert await launcher.run_until(lambda t: t.compute_verdict().first_failed is not None, timeout=60)
         assert launcher.timeline.compute_verdict().first_failed == 1
     finally:
         await launcher.close()
@@ -189,8 +191,8 @@ async def test_crash_after_ready_turns_that_rank_red_and_cluster_down(fresh_demo
         assert await launcher.run_until(settled, timeout=120)
         assert launcher.timeline.verdict.state == "ready"
         fresh_demo_cluster.fault(3, "crash-after-ready")
-        assert await launcher.run_until(lambda t: t.verdict.state == "down", timeout=60)
-        assert launcher.timeline.verdict.first_failed == 3
+        assert await launcher.run_until(lambda t: t.verdict.first_failed is not None, timeout=60)
+        assert launcher.timeline.verdict.state == "down" and launcher.timeline.verdict.first_failed == 3
         f = launcher.timeline[3].failure
         assert f is not None and "illegal memory access" in f.cause
         assert len(f.context) > 3

@@ -177,8 +177,9 @@ async def test_crash_after_ready_on_rank_3_blames_rank_3(fresh_demo_cluster, run
     assert code == 1 and report["verdict"]["first_failed"] == 3, report["verdict"]
     assert report["ranks"][3]["condition"] == "failed"
     # the launch saw the cluster ready, then one settled verdict, never a wrong one first
-    if verdicts:
-        assert [v["first_failed"] for v in verdicts] == [3] * len(verdicts), verdicts
+    # (a "down" verdict names nobody while another rank's log is still being read up to the failure)
+    named = [v["first_failed"] for v in verdicts if v["first_failed"] is not None]
+    assert named == [3] * len(named), verdicts
 
 
 async def test_two_launches_at_once_exactly_one_launches(fresh_demo_cluster) -> None:

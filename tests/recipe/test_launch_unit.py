@@ -129,12 +129,19 @@ def test_head_ready_promotes_waiting_workers_and_cluster_is_ready() -> None:
 
 
 def test_verdict_blames_the_root_cause_rank_not_the_one_reporting_a_dead_peer() -> None:
-    cluster = ClusterTimeline([0, 1, 2, 3], grace=0)
+    cluster = ClusterTimeline([0, 1, 2, 3])
     for r in cluster.ranks:
         cluster[r].launched(0.0)
     cluster[0].feed_line("(EngineCore_DP0 pid=72) ERROR 05-01 10:02:32 [multiproc_executor.py:154] Worker "
                          "proc VllmWorker-2 (node_rank=2) died unexpectedly (NCCL error: unhandled system "
                          "error)", 5.0)
+    cluster.settle([])
+    # down at once, but nobody is named while rank 1-3's logs are not read up to 5.0
+    assert cluster.verdict.state == "down" and cluster.verdict.first_failed is None
+    assert "reading rank 1, 2, 3's log" in cluster.verdict.summary
+    assert not settled(cluster, now=5.0 + SECONDARY_GRACE)
+    for r in (1, 2, 3):
+        cluster[r].read_to = 7.5
     cluster.settle([])
     assert cluster.verdict.first_failed == 0
     assert not settled(cluster, now=6.0)  # waits for the root cause ...
@@ -152,7 +159,22 @@ def test_a_lost_host_is_its_own_verdict_and_clears() -> None:
     cluster.settle(cluster[1].host_lost("connection lost", 1.0))
     assert cluster.verdict.state == "host-lost" and "rank 1" in cluster.verdict.summary
     cluster.settle(cluster[1].host_back(2.0))
+    assert cluster.verdict.state == "unknown"      # rank 0 has none: is a launch still running? not read yet
+    cluster.launch_in_progress = True
+    cluster.settle([])
     assert cluster.verdict.state == "launching"
+
+
+def test_an_abandoned_launch_is_incomplete_never_launching_forever() -> None:
+    """Rank 1 runs, rank 0 has no container and no launcher holds the lock (aborted, then healed)."""
+    cluster = ClusterTimeline([0, 1])
+    cluster[1].launched(0.0)
+    cluster.launch_in_progress, cluster.launch_note = False, "the launcher is gone: its process 42 is gone"
+    cluster.settle([])
+    v = cluster.verdict
+    assert v.state == "incomplete" and v.code == "launch-incomplete"
+    assert "rank 1 has a container, rank 0 none" in v.summary and "process 42" in v.summary
+    assert "r37-cockpit stop" in v.remedy
 
 
 def test_events_serialise_to_json() -> None:
@@ -180,20 +202,22 @@ def _feed(tl: RankTimeline, lines: list[str], at: float) -> None:
 
 def test_the_rank_that_failed_first_by_its_hosts_clock_is_blamed_whatever_reports_first() -> None:
     """The head's report of a dead worker arrives first; the worker's own crash began earlier."""
-    cluster = ClusterTimeline([0, 1, 2, 3], grace=3600)
+    cluster = ClusterTimeline([0, 1, 2, 3])
     for r in cluster.ranks:
         cluster[r].launched(0.0)
     _feed(cluster[0], HEAD_SEES_IT, 11.0)
-    assert cluster.settle([]) == []                      # nothing published within the grace window
-    assert cluster.verdict.state == "idle" and not settled(cluster)
+    events = cluster.settle([])                          # down, but no rank named: others not read to 11.0
+    assert [e.verdict.first_failed for e in events if isinstance(e, VerdictChanged)] == [None]
+    assert cluster.verdict.state == "down" and not settled(cluster)
     _feed(cluster[3], CRASH, 10.0)                       # exception line at 11.5, its traceback at 10.5
-    verdict = cluster.compute_verdict()
-    assert verdict.first_failed == 3 and "followed by rank 0" in verdict.summary
+    assert cluster.settle([]) == [] or cluster.verdict.first_failed is None   # rank 1, 2 still unread
     assert cluster[0].failure is not None and cluster[0].failure.secondary
     assert cluster[3].failure is not None and cluster[3].failure.at == 10.5
-    cluster.grace = 0
+    for r in (1, 2):
+        cluster[r].read_to = 12.0                        # their logs read past that moment: nothing earlier
     events = cluster.settle([])
     assert [e.verdict.first_failed for e in events if isinstance(e, VerdictChanged)] == [3]
+    assert "followed by rank 0" in cluster.verdict.summary
 
 
 def test_a_rank_stopped_by_the_cockpit_is_stopped_whatever_it_printed_while_shutting_down() -> None:
@@ -206,7 +230,7 @@ def test_a_rank_stopped_by_the_cockpit_is_stopped_whatever_it_printed_while_shut
     events = tl.feed_container(_exited(exit_code=0, finished=102.0), 102.0)
     assert tl.condition == "stopped" and tl.failure is None
     assert any(isinstance(e, RankStopped) for e in events)
-    cluster = ClusterTimeline([0], grace=0)
+    cluster = ClusterTimeline([0])
     cluster.ranks[0] = tl
     assert cluster.compute_verdict().state == "stopped"
 

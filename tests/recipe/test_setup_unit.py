@@ -155,9 +155,9 @@ def test_runtime_skips_a_verified_image_and_checks_every_value(fixed_config: Clu
     wrong = "sha256:" + "1" * 64
     rp = plan(cfg, "runtime", 1, probe(cfg, 1, docker_image=(wrong + "\n", 0)))
     assert [s.label for s in rp.steps] == ["mkdir", "download", "verify size", "verify sha256", "docker load",
-                                          "verify image ID"]
+                                          "read the archive's digests", "verify image ID"]
     assert wrong in rp.note
-    size, sha, image = rp.steps[2].check, rp.steps[3].check, rp.steps[5].check
+    size, sha, image = rp.steps[2].check, rp.steps[3].check, rp.steps[6].check
     assert size and sha and image
     assert size(StepOutput(0, f"{C.ARCHIVE_SIZE}\n")).reason is None
     bad = size(StepOutput(0, "1234\n")).reason
@@ -167,7 +167,7 @@ def test_runtime_skips_a_verified_image_and_checks_every_value(fixed_config: Clu
     bad = sha(StepOutput(0, f"{'0' * 64}  {path}\n")).reason
     assert bad and f"observed {'0' * 64}" in bad and f"expected {C.ARCHIVE_SHA256}" in bad
     bad = image(StepOutput(0, wrong + "\n")).reason
-    assert bad and f"observed {wrong}" in bad and f"expected {C.IMAGE_ID}" in bad
+    assert bad and f"its ID is {wrong}" in bad and f"expected {C.IMAGE_ID}" in bad
     assert "No such file" in (sha(StepOutput(1, "sha256sum: x: No such file or directory\n")).reason or "")
 
 

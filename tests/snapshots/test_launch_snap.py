@@ -56,10 +56,14 @@ async def show(app: CockpitApp, pilot, setup, *, dry: bool = True) -> None:  # t
     await pilot.pause()
     pane = app.query_one(LaunchPane)
     pane.clock = lambda: T0 + 120
-    pane.timeline.grace = 0       # publish a "down" verdict at once (no wall-clock wait)
+    for tl in pane.timeline.ranks.values():
+        tl.pending = ""           # as the watcher leaves them once it has read each rank
     if dry:
         pane.show_dry_run(dry_runs(app.config), [])
     setup(pane)
+    for tl in pane.timeline.ranks.values():
+        tl.read_to = max(tl.read_to, T0 + 120)   # every log read up to the pane's clock
+    feed(pane, [])
     pane.refresh_view()
     app.refresh_header()
     await pilot.pause()

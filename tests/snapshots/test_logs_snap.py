@@ -115,6 +115,7 @@ async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
     for rank in pane.ranks:
         pane.note(FollowEvent(rank, "following"))
     pane.note(FollowEvent(2, "lost", "connection lost (no keepalive answer)"))
+    await settled_view(pane, pilot)          # `e` searches from where the view is: let it get there first
     await pilot.press("e")
     for _ in range(100):  # the search runs in a thread
         await pilot.pause(0.02)
@@ -122,4 +123,17 @@ async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
             break
     assert pane.view.marked is not None and "NCCL WARN" in pane.view.marked.text
     pane.flush(now=True)
-    await pilot.pause()
+    await settled_view(pane, pilot)
+
+
+async def settled_view(pane, pilot) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the view has placed the marked line (after-refresh callbacks), however busy the machine:
+    the same scroll position and size three pauses in a row."""
+    last, same = None, 0
+    for _ in range(100):
+        await pilot.pause()
+        now = (pane.view.scroll_y, pane.view.max_scroll_y, pane.view.size)
+        same = same + 1 if now == last else 0
+        last = now
+        if same >= 3:
+            return

@@ -21,7 +21,7 @@ SIM_MAY_IMPORT = {"cockpit.constants", "cockpit.kstamp"}  # no cockpit logic: th
 
 ORDER = ("cli", "tui", "bench", "recipe", "telemetry", "api", "hosts", "base")   # top to bottom
 BASE = {"__init__", "config", "constants", "envfile", "errorcodes", "files", "kstamp", "lazy", "locations",
-        "loopback", "remedy", "safetext", "startup"}
+        "loopback", "redact", "remedy", "safetext", "startup"}
 """Modules and packages at the package root below every layer (`__init__`: `cockpit.__version__`)."""
 ENTRY = {"__main__"}   # `python -m cockpit`: runs the CLI, so it sits with it
 MAY_ALSO_IMPORT = {"cli": {"sim"}}   # `r37-cockpit demo` / `sim` start the simulated cluster

@@ -116,6 +116,19 @@ def read_state(cid: str) -> dict:
     return st
 
 
+def catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for the signal (`SigCgt` in /proc/PID/status). The kernel drops a
+    signal sent to a PID namespace's init (a container's PID 1) from outside unless it has one."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def write_state(cid: str, st: dict) -> None:
     write_json(os.path.join(container_dir(cid), "state.json"), st)
 

@@ -10,8 +10,13 @@ uses the session's terminal (with `-i`, refused when stdin is none, like docker)
 stays the command's too; `-u` is accepted but the command runs as the host's user; `-d` leaves it running
 in the background. An interactive bash gets a PS1 (and a PROMPT_COMMAND that keeps it over the machine's
 bashrc) naming the simulated host, since bash's own host escape would name the real machine.
-Faults: `docker-down` (every subcommand fails like a dead daemon), `no-nvidia-runtime` (no `nvidia`
-runtime in `info`; `run --gpus` fails), `wrong-image-id` (`load` gives the image another ID).
+Faults: `docker-down` (every subcommand fails like a dead daemon), `docker-denied` (like a login outside
+the docker group: the socket refuses it); with either, `info --format` prints CLI 28's empty info object on
+stdout and the reason on stderr (exit 1). `no-nvidia-runtime` (no `nvidia` runtime in `info`; `run --gpus`
+creates the container, cannot start it and leaves it `created`, printing its ID, exit 125),
+`wrong-image-id` (`load` gives the image another ID). A command that cannot be run leaves its container
+`created` too (exit 127), and a container's command without a SIGTERM handler ignores `docker stop`'s
+SIGTERM until the timeout's SIGKILL (137), as PID 1 of a real container does.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ from cockpit.sim.tools import _docker, _gotemplate, _host
 
 SERVER_VERSION = "28.3.3"
 DOWN = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+DENIED = ("permission denied while trying to connect to the Docker daemon socket at "
+          "unix:///var/run/docker.sock: "
+          'Get "http://%2Fvar%2Frun%2Fdocker.sock/v1.51/{path}": dial unix /var/run/docker.sock: connect: '
+          "permission denied")
 NCPU = 20
 MEM_TOTAL = 127600748 * 1024
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -114,6 +123,33 @@ def info_obj() -> dict:
         "RuncCommit": {"ID": "v1.2.5-0-g59923ef"},
         "SecurityOptions": ["name=apparmor", "name=seccomp,profile=builtin", "name=cgroupns"],
         "Warnings": None,
+    }
+
+
+def empty_info_obj() -> dict:
+    """What the Docker 28 CLI prints for `docker info --format '{{json .}}'` without a daemon to ask
+    (down, or its socket refused): the whole object, every server field empty, no `ServerErrors`."""
+    return {
+        "ID": "", "Containers": 0, "ContainersRunning": 0, "ContainersPaused": 0, "ContainersStopped": 0,
+        "Images": 0, "Driver": "", "DriverStatus": None,
+        "Plugins": {"Volume": None, "Network": None, "Authorization": None, "Log": None},
+        "MemoryLimit": False, "SwapLimit": False, "CpuCfsPeriod": False, "CpuCfsQuota": False,
+        "CPUShares": False, "CPUSet": False, "PidsLimit": False, "IPv4Forwarding": False, "Debug": False,
+        "NFd": 0, "OomKillDisable": False, "NGoroutines": 0, "SystemTime": "", "LoggingDriver": "",
+        "CgroupDriver": "", "NEventsListener": 0, "KernelVersion": "", "OperatingSystem": "", "OSVersion": "",
+        "OSType": "", "Architecture": "", "IndexServerAddress": "", "RegistryConfig": None, "NCPU": 0,
+        "MemTotal": 0, "GenericResources": None, "DockerRootDir": "", "HttpProxy": "", "HttpsProxy": "",
+        "NoProxy": "", "Name": "", "Labels": None, "ExperimentalBuild": False, "ServerVersion": "",
+        "Runtimes": None, "DefaultRuntime": "",
+        "Swarm": {"NodeID": "", "NodeAddr": "", "LocalNodeState": "", "ControlAvailable": False, "Error": "",
+                  "RemoteManagers": None},
+        "LiveRestoreEnabled": False, "Isolation": "", "InitBinary": "", "ContainerdCommit": {"ID": ""},
+        "RuncCommit": {"ID": ""}, "InitCommit": {"ID": ""}, "SecurityOptions": None, "CDISpecDirs": None,
+        "Warnings": None,
+        "ClientInfo": {"Debug": False, "Version": SERVER_VERSION, "DefaultAPIVersion": "1.51",
+                       "GitCommit": "980b856", "GoVersion": "go1.24.5", "Os": "linux", "Arch": "arm64",
+                       "BuildTime": "Fri Jul 25 11:32:19 2025", "Context": "default", "Plugins": [],
+                       "Warnings": None},
     }
 
 
@@ -631,10 +667,10 @@ def cmd_run(args: list[str]) -> int:
             125,
         )
     gpus = _get(vals, "--gpus")
-    if (gpus or "nvidia" in _get(vals, "--runtime")) and _host.fault("no-nvidia-runtime"):
-        raise DockerError(
-            'docker: Error response from daemon: could not select device driver "" with '
-            "capabilities: [[gpu]]\n\nRun 'docker run --help' for more information",
+    if "nvidia" in _get(vals, "--runtime") and _host.fault("no-nvidia-runtime"):
+        raise DockerError(  # refused before the container is created (real daemon: nothing printed)
+            "docker: Error response from daemon: Unknown runtime specified nvidia\n\n"
+            "Run 'docker run --help' for more information",
             125,
         )
     entry = _get(vals, "--entrypoint")
@@ -696,6 +732,16 @@ def cmd_run(args: list[str]) -> int:
     os.makedirs(cdir)
     _docker.write_json(os.path.join(cdir, "config.json"), cfg)
     open(_docker.log_path(cid), "a").close()
+    if gpus and _host.fault("no-nvidia-runtime"):
+        # a real daemon creates the container, then cannot start it: it stays `created` (holding the name),
+        # `docker run -d` has printed its ID and exits 125
+        st = _docker.read_state(cid)
+        st.update(ExitCode=128, Error='could not select device driver "" with capabilities: [[gpu]]')
+        _docker.write_state(cid, st)
+        if detach:
+            out(cid)
+        raise DockerError(f"docker: Error response from daemon: {st['Error']}\n\n"
+                          "Run 'docker run --help' for more information", 125)
     spec = _host.spec()
     python = spec.get("python") or sys.executable
     shim = [python, "-m", "cockpit.sim.container", "--root", _host.root(), "--id", cid]
@@ -714,8 +760,8 @@ def cmd_run(args: list[str]) -> int:
             shutil.rmtree(cdir, ignore_errors=True)
         if st.get("Error"):
             raise DockerError(
-                f"docker: Error response from daemon: failed to create task for container: "
-                f"{st['Error']}: unknown\n\nRun 'docker run --help' for more information",
+                f"docker: Error response from daemon: {st['Error']}\n\n"
+                "Run 'docker run --help' for more information",
                 rc,
             )
         return rc
@@ -731,13 +777,14 @@ def cmd_run(args: list[str]) -> int:
     deadline = time.time() + 10
     while time.time() < deadline:
         st = _docker.read_state(cid)
-        if st["Status"] in ("running", "exited"):
+        if st["Status"] in ("running", "exited") or st.get("Error"):
             break
         time.sleep(0.02)
     if st.get("Error"):
+        out(cid)       # a real `docker run -d` prints the ID of the container it created, then the error
         raise DockerError(
-            f"docker: Error response from daemon: failed to create task for container: "
-            f"{st['Error']}: unknown\n\nRun 'docker run --help' for more information",
+            f"docker: Error response from daemon: {st['Error']}\n\n"
+            "Run 'docker run --help' for more information",
             127,
         )
     if _host.fault("lost-during-run"):
@@ -889,6 +936,14 @@ def _since_ns(text: str) -> int:
     return _docker.parse_time_ns(text.replace("+00:00", ""))
 
 
+def _slow_docker_s() -> float:
+    """The `slow-docker` fault's delay in seconds (0: off)."""
+    if not _host.fault("slow-docker"):
+        return 0.0
+    value = _host.fault_params("slow-docker").get("delay_s", 8)
+    return float(value) if isinstance(value, (int, float)) and 0 < value <= 120 else 8.0
+
+
 def cmd_logs(args: list[str]) -> int:
     follow = _flag(args, "-f", "--follow")
     stamps = _flag(args, "-t", "--timestamps")
@@ -904,6 +959,7 @@ def cmd_logs(args: list[str]) -> int:
     if c is None:
         raise DockerError(f"Error response from daemon: No such container: {args[0]}")
     since_ns = _since_ns(since) if since else 0
+    lag = _slow_docker_s()
 
     def emit(line: str) -> None:
         try:
@@ -912,6 +968,10 @@ def cmd_logs(args: list[str]) -> int:
             return
         if since_ns and _docker.parse_time_ns(rec["time"]) < since_ns:
             return
+        if lag:     # a busy host: each line leaves `lag` seconds after it was written
+            wait = _docker.parse_time_ns(rec["time"]) / 1e9 + lag - time.time()
+            if wait > 0:
+                time.sleep(wait)
         stream = sys.stdout if rec.get("stream") == "stdout" else sys.stderr
         stream.write((rec["time"] + " " if stamps else "") + rec["log"])
         stream.flush()
@@ -961,8 +1021,8 @@ def _kill_and_wait(c: dict, grace: float) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if sig == signal.SIGKILL:
                 os.killpg(pid, sig)  # the command leads its own process group (see the shim)
-            else:
-                os.kill(pid, sig)
+            elif _docker.catches(pid, sig):
+                os.kill(pid, sig)    # PID 1 of a container: a signal it does not catch is dropped
         deadline = time.time() + wait
         while time.time() < deadline:
             if not _docker.read_state(cid)["Running"]:
@@ -1053,9 +1113,16 @@ def main(argv: list[str] | None = None) -> int:
             f"docker: unknown command: docker {sub}\n\nRun 'docker --help' for more information\n"
         )
         return 1
-    if _host.fault("docker-down"):
-        sys.stderr.write(("docker: " if sub == "run" else "") + DOWN + "\n")
+    if _host.fault("docker-down") or _host.fault("docker-denied"):
+        reason = DOWN if _host.fault("docker-down") else DENIED.format(path=sub)
+        fmt = _opt(list(args), "--format", "-f") if sub == "info" else None
+        if fmt:
+            # CLI 28: the client still renders the info object, every server field empty, then the reason
+            out(_gotemplate.render(fmt, empty_info_obj()))
+        sys.stderr.write(("docker: " if sub == "run" else "") + reason + "\n")
         return 1
+    if sub == "inspect" and _slow_docker_s():
+        time.sleep(_slow_docker_s())
     try:
         return COMMANDS[sub](args)
     except DockerError as e:

@@ -16,6 +16,8 @@ COMMON = {
     "ibv_devinfo": "ibv_devinfo",
     "ibdev2netdev": "ibdev2netdev",
     "hf": "hf",
+    "ib_write_bw": "ib_write_bw",
+    "ib_write_lat": "ib_write_lat",
 }
 DEMO_ONLY = {"ip": "ip", "ss": "ss", "df": "df", "hostname": "hostname"}
 # cat/head only start Python when an operand is a path the sim owns.

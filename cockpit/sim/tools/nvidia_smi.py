@@ -213,6 +213,44 @@ LOOP_OPTS = ("-l", "--loop", "-lms", "--loop-ms")
 USAGE_ERROR = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
 
 
+def query_report() -> str:
+    """`nvidia-smi -q`: the real layout (`Key : value` padded to column 43, sections indented by 4),
+    abridged to what a GB10 shows and a support bundle reads (driver, CUDA, clocks, power, processes)."""
+    r = readings()
+
+    def row(indent: int, key: str, value: object) -> str:
+        return f"{' ' * indent}{key:<{42 - indent}}: {value}\n"
+
+    out = ["\n==============NVSMI LOG==============\n\n",
+           row(0, "Timestamp", time.strftime("%a %b %d %H:%M:%S %Y")),
+           row(0, "Driver Version", DRIVER), row(0, "CUDA Version", CUDA), "\n",
+           row(0, "Attached GPUs", 1), f"GPU {BUS_ID}\n",
+           row(4, "Product Name", NAME), row(4, "Product Brand", "NVIDIA"),
+           row(4, "Product Architecture", "Blackwell"), row(4, "Persistence Mode", "Enabled"),
+           row(4, "GPU UUID", uuid()), row(4, "Minor Number", 0), row(4, "VBIOS Version", "[N/A]"),
+           row(4, "GPU Part Number", "[N/A]"), "    FB Memory Usage\n",
+           row(8, "Total", "[N/A]"), row(8, "Used", "[N/A]"), row(8, "Free", "[N/A]"),
+           row(4, "Compute Mode", "Default"), "    Utilization\n",
+           row(8, "Gpu", f"{r['utilization']} %"), row(8, "Memory", "[N/A]"),
+           "    Clocks Event Reasons\n", row(8, "Idle", "Active" if not r["utilization"] else "Not Active"),
+           row(8, "SW Power Cap", "Not Active"), row(8, "HW Slowdown", "Not Active"),
+           "    Temperature\n", row(8, "GPU Current Temp", f"{round(r['temperature_c'])} C"),
+           "    GPU Power Readings\n", row(8, "Average Power Draw", f"{float(r['power_w']):.2f} W"),
+           row(8, "Instantaneous Power Draw", f"{float(r['power_w']):.2f} W"),
+           row(8, "Current Power Limit", "[N/A]"), "    Clocks\n",
+           row(8, "Graphics", f"{int(r['sm_clock_mhz'])} MHz"), row(8, "SM", f"{int(r['sm_clock_mhz'])} MHz"),
+           "    Max Clocks\n", row(8, "Graphics", f"{MAX_SM_MHZ} MHz"), row(8, "SM", f"{MAX_SM_MHZ} MHz"),
+           row(4, "Performance State", r["pstate"]), "    Processes\n"]
+    apps = r["apps"] or []
+    if not apps:
+        out.append("        None\n")
+    for a in apps:
+        out += [row(8, "GPU instance ID", "N/A"), row(8, "Compute instance ID", "N/A"),
+                row(8, "Process ID", a.get("pid", "")), row(8, "Type", "C"),
+                row(8, "Name", a.get("name", "")), row(8, "Used GPU Memory", f"{a.get('used_mib', 0)} MiB")]
+    return "".join(out) + "\n"
+
+
 def _parse(args: list[str]) -> dict:
     """The options the cockpit and the recipe use; anything else is a usage error like the real tool."""
     opts: dict = {"gpu": None, "apps": None, "format": "", "loop_s": None, "list": False}
@@ -270,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     if _host.fault("no-gpu"):
         sys.stdout.write(NO_DRIVER)
         return 9
+    if args in (["-q"], ["--query"]):
+        sys.stdout.write(query_report())
+        return 0
     try:
         opts = _parse(args)
     except LookupError as e:

@@ -33,6 +33,7 @@ from cockpit.bench.gate import Refusal, cluster_refusal
 from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone, Runner
 from cockpit.bench.store import default_dir
 from cockpit.bench.suite import SUITES, SuiteName
+from cockpit.recipe.recording import note_bench
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import safe
 from cockpit.tui.context import CockpitContext
@@ -291,6 +292,7 @@ class BenchPane(Pane):
             try:
                 await ready.runner.run()
             finally:
+                note_bench(self.ctx.config, ready.runner.status, ready.out, ready.model)
                 if ready.runner.summary:
                     self.finish(ready.runner.summary, ready.out)
                 else:       # the run broke before it could sum up (the error line says why)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
@@ -21,7 +22,7 @@ from cockpit.hosts import CommandRecord
 from cockpit.hosts.fleet import COMMAND_LOG_CAP
 from cockpit.recipe.history import failed as command_failed
 from cockpit.recipe.history import matches, outcome_label, redact
-from cockpit.safetext import clip, neutralise, neutralise_block
+from cockpit.safetext import clip, neutralise, neutralise_block, safe
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.pane import Pane
 from cockpit.tui.styles import rank_role
@@ -68,6 +69,7 @@ class CommandsPane(Pane):
         Binding("escape", "clear_filter", "Clear filter", id="commands.clear_filter", show=False),
         Binding("c", "copy", "Copy line", id="commands.copy"),
         Binding("f,end", "follow", "Follow", id="commands.follow"),
+        Binding("b", "report", "Support bundle", id="commands.report", show=False),   # and the palette
     ]
     DEFAULT_CSS = """
     CommandsPane #commands-filter { height: 3; }
@@ -78,6 +80,8 @@ class CommandsPane(Pane):
 
     clock: Callable[[float], time.struct_time] = staticmethod(time.localtime)
     """How the time column reads a record's start (local time)."""
+    report_clock: Callable[[], float] = staticmethod(time.time)
+    """The support bundle's time (its name)."""
 
     def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
         super().__init__(ctx, id=id, classes=classes)
@@ -247,3 +251,38 @@ class CommandsPane(Pane):
         table = self.query_one(DataTable)
         if table.row_count:
             table.move_cursor(row=table.row_count - 1)
+
+    # ---- the support bundle (`r37-cockpit report`) -----------------------------------------------------
+
+    def action_report(self) -> None:
+        """Ask, then write a redacted support bundle into the state directory's `reports/`."""
+        from cockpit.locations import state_dir
+        from cockpit.recipe.report import bundle_name
+        from cockpit.tui.dialogs import Confirm
+        now = self.report_clock()
+        path = state_dir() / "reports" / f"{bundle_name(self.ctx.config.cluster.name, now)}.tar.gz"
+        question = f"Write a support bundle to {path}?"
+        detail = ("It holds versions, cluster.toml, preflight and status, each rank's docker inspect, "
+                  "nvidia-smi -q, fabric facts and log lines around the first failure, and the command log. "
+                  "Read-only on the hosts. Secrets, host names, IPs and user names are replaced "
+                  "(`r37-cockpit report --no-redact-hosts` keeps hosts).")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._write_report(path, now)
+
+        self.app.push_screen(Confirm(question, yes="write it", no="cancel", detail=detail), answered)
+
+    @work(exclusive=True, group="report", exit_on_error=False)
+    async def _write_report(self, path: Path, now: float) -> None:
+        from cockpit.locations import state_dir
+        from cockpit.recipe.report import gather, redactor_for, write_bundle
+        self.app.notify("collecting the support bundle …", title="support bundle")
+        bundle = await gather(self.ctx.fleet, self.ctx.config, self.ctx.config_path, state_dir=state_dir(),
+                              now=now)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written, files = write_bundle(bundle, redactor_for(self.ctx.config, bundle, redact_hosts=True), path,
+                                      True)
+        missing = f"; not readable: {len(bundle.problems)} part(s)" if bundle.problems else ""
+        self.app.notify(f"wrote {safe(str(written), 300)} ({len(files)} files, redacted){missing}",
+                        title="support bundle", timeout=30)

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Static
 
 from cockpit.hosts.shell_login import SSH_MISSING, ShellRefused, run_attached, shell_argv, shown, ssh_client
 from cockpit.hosts.state import HostState, HostStatus
+from cockpit.recipe.history import mark_host_change
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise, neutralise_block, safe
 from cockpit.tui.context import CockpitContext
@@ -162,6 +163,7 @@ class HostsPane(Pane):
                         timeout=20)
             return
         started = time.time()
+        mark_host_change("container shell" if container else "shell")
         try:
             status = self.run_session(self.app, argv)
         except SuspendNotSupported:

@@ -30,6 +30,7 @@ from textual.widgets import Log, Static
 from textual.worker import Worker, WorkerState
 
 from cockpit.recipe import launch as L
+from cockpit.recipe.history import mark_host_change
 from cockpit.recipe.lock import ClusterLock, LockError
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import ReplaceItem, execute_replace
@@ -48,7 +49,7 @@ SHORT = 30              # a pane fewer rows high than this compacts the timeline
 
 VERDICT_STYLE = {"idle": "muted", "launching": "warn.soft", "ready": "ok", "down": "alarm",
                  "host-lost": "fail", "unknown": "unknown", "hung": "alarm", "stopped": "bold",
-                 "stopping": "warn.soft"}
+                 "stopping": "warn.soft", "incomplete": "fail"}
 
 
 class LaunchPane(Pane):
@@ -249,7 +250,7 @@ class LaunchPane(Pane):
     @work(exclusive=True, group="launch-dry", exit_on_error=False)
     async def _dry_run_worker(self) -> None:
         runs = await L.dry_run(self.ctx.fleet, self.cfg)
-        gate = await self._gate(replace=False, fresh_preflight=False)
+        gate = await self._gate(replace=False, fresh_preflight=True)   # never a stale preflight's verdict
         self.post_message(DryRunDone(runs, gate))
         self.note("dry run done" if all(d.ok for d in runs.values()) and gate.open
                   else "dry run: see the problems below", "muted")
@@ -270,7 +271,10 @@ class LaunchPane(Pane):
             summary = self.ctx.preflight
         if summary is None:
             return ["preflight has not run yet (pane 2)"]
-        return L.preflight_failures(summary.results)
+        from cockpit.locations import state_dir
+        from cockpit.recipe.fabric import gate_failure
+        fabric = gate_failure(self.cfg, state_dir())      # [fabric] require_passed
+        return L.preflight_failures(summary.results) + ([fabric] if fabric else [])
 
     def action_launch(self) -> None:
         self._ask_gate(replace=False)
@@ -323,6 +327,7 @@ class LaunchPane(Pane):
         if result is None:
             self.note("launch cancelled", "muted")
             return
+        mark_host_change("relaunch" if replace else "launch")
         self.launching = True
         self._launch_worker(result.override, replace)
 
@@ -381,13 +386,15 @@ class LaunchPane(Pane):
         if result is None:
             self.note("stop cancelled", "muted")
             return
+        mark_host_change("stop")
         self._stop_worker(plan)
 
     @work(exclusive=True, group="launch-stop", exit_on_error=False)
     async def _stop_worker(self, plan: list[StopItem]) -> None:
         try:
             async with ClusterLock(self.ctx.fleet, self.cfg, "stop"):
-                outcomes = await execute_stop(self.ctx.fleet, plan, self.ctx.watcher.ledger)
+                outcomes = await execute_stop(self.ctx.fleet, plan, self.ctx.watcher.ledger,
+                                              noted=self.ctx.watcher.expect_stop)
         except LockError as exc:
             self.note(f"stop {exc}", "fail")
             return

@@ -5,6 +5,7 @@ host printed is neutralised (`cockpit.safetext`); an unknown check is counted ap
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.text import Text
@@ -59,6 +60,15 @@ def detail_text(row: GroupRow, results: list[CheckResult], config_path: Path | N
     return text
 
 
+def fmt_age(seconds: float) -> str:
+    """`42 s`, `3 min`, `2 h 05 min`."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f} min"
+    return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:02.0f} min"
+
+
 class PreflightPane(Pane):
     """Grouped table of check results with a status line; workers run the checks over the fleet."""
 
@@ -72,6 +82,7 @@ class PreflightPane(Pane):
         Binding("c", "rerun_check", "Re-run check", id="preflight.rerun_check"),
         Binding("h", "rerun_host", "Re-run host", id="preflight.rerun_host"),
         Binding("enter", "detail", "Detail", id="preflight.detail"),
+        Binding("f", "fabric", "Fabric test", id="preflight.fabric", show=False),   # and the palette
     ]
     DEFAULT_CSS = """
     PreflightPane #preflight-table { height: 1fr; }
@@ -85,6 +96,7 @@ class PreflightPane(Pane):
         self.pending: set[tuple[str, int]] = set()
         self.running = False
         self.finished = False
+        self.shown_at: float | None = None       # when the results shown were published (their age)
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="preflight-table", cursor_type="row", zebra_stripes=True)
@@ -95,6 +107,18 @@ class PreflightPane(Pane):
         for col in COLUMNS:
             table.add_column(col, key=col)
         self.refresh_view()
+        self.set_interval(5.0, self._age_tick)
+
+    def _age_tick(self) -> None:
+        """The results' age moves on; a preflight the launch gate ran again meanwhile is shown instead."""
+        p = self.ctx.preflight
+        newer = p is not None and (self.shown_at is None or p.at > self.shown_at)
+        if p is not None and newer and not p.running and not self.running:
+            self.results = {(r.check, r.rank): r for r in p.results}
+            self.finished, self.shown_at = True, p.at
+            self.refresh_view()
+        elif self.results and not self.running:
+            self.query_one("#preflight-status", Static).update(self._status_line())
 
     def on_resize(self, event: events.Resize) -> None:
         self.refresh_view()     # the observed column is clipped to the width
@@ -123,6 +147,8 @@ class PreflightPane(Pane):
         """The launch gate reads this cockpit's latest preflight from the context."""
         results = sorted(self.results.values(), key=lambda r: (ORDER.get(r.check, 99), r.rank))
         self.ctx.set_preflight(results, running=self.running or not self.finished)
+        if self.ctx.preflight is not None:
+            self.shown_at = self.ctx.preflight.at
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A preflight run that failed or was cut short is not running any more (the app shows why); it
@@ -185,9 +211,25 @@ class PreflightPane(Pane):
         unknown = counts[Verdict.UNKNOWN]
         text.append(f"{unknown} unknown (not a pass)" if unknown else "0 unknown",
                     style="unknown" if unknown else "")
+        text.append_text(self._age_text())
         text.append("   ")
         text.append_text(self.key_hints())
         return text
+
+    def _age_text(self) -> Text:
+        """When the results shown were taken, and whether the launch gate will take them as they are."""
+        p = self.ctx.preflight
+        if self.running or p is None or p.running or self.shown_at is None:
+            return Text()
+        age = max(0.0, time.time() - self.shown_at)
+        when = f" · taken {time.strftime('%H:%M:%S', time.localtime(self.shown_at))} ({fmt_age(age)} ago)"
+        if not self.ctx.preflight_stale():
+            return Text(when, style="muted") if age >= 60 else Text()    # under a minute: as good as live
+        why = ("before the last setup job" if self.ctx.setup_finished_at is not None
+               and self.ctx.setup_finished_at >= self.shown_at else "a while ago")
+        key = self.key_for("run_all") or "r"
+        return Text(f"{when} — STALE: taken {why}; press {key} to run it again (a launch runs it again "
+                    "itself)", style="warn")
 
     # ---- actions -------------------------------------------------------------------------------------
 
@@ -220,6 +262,12 @@ class PreflightPane(Pane):
             return
         results = [self.results[(row.check, r)] for r in row.ranks]
         self.app.push_screen(Detail(detail_text(row, results, self.ctx.config_path), id="preflight-detail"))
+
+    def action_fabric(self) -> None:
+        """The fabric test dialog: the perftest commands first, run on Enter (`r37-cockpit fabric`)."""
+        from cockpit.locations import state_dir
+        from cockpit.tui.dialogs.fabric import FabricScreen
+        self.app.push_screen(FabricScreen(self.ctx.config, self.ctx.fleet, state_dir=state_dir()))
 
     def start(self, only: list[str] | None = None, ranks: list[int] | None = None) -> None:
         """Run (part of) the preflight in a worker; results of other checks/ranks stay as they were."""

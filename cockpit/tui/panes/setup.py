@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Log, Static
 from textual.worker import Worker, WorkerState
 
 from cockpit.recipe.checks import human_bytes
+from cockpit.recipe.history import mark_host_change
 from cockpit.recipe.progress import Progress, human_eta, human_rate
 from cockpit.recipe.setup import SetupRun, expand_jobs, plan_setup
 from cockpit.recipe.setup_model import (
@@ -407,6 +408,7 @@ class SetupPane(Pane):
             self.note("cancelled: nothing was run", "muted")
             return
         self.note("")
+        mark_host_change("setup")
         self.running = True
         self.run_handle = SetupRun(self.ctx.fleet, plan)
         self._run_worker(self.run_handle)

@@ -1,5 +1,7 @@
 """Stats pane: every rank's GPU, memory and RDMA side by side, rank 0's engine figures, the active
-alerts, and one rank in detail (Enter; Escape back).
+alerts, and one rank in detail (Enter; Escape back). In the detail, `w` moves the history between the
+live points and a recorded window of the last 15 min, 1 h or 24 h (the flight recorder's, one point per
+1/60 of the window, each the mean of its samples).
 
 It renders `ctx.monitor.stats` (the one stats model) and judges nothing itself: the alerts are the
 model's. It redraws when the model's version changed or an age it shows would read differently, checked
@@ -8,19 +10,26 @@ once a second while shown and on every `StatsChanged`.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from cockpit.telemetry.cluster_stats import stale_after
+from cockpit.recipe.recording import path_for
+from cockpit.telemetry.cluster_stats import RANK_SERIES, History, stale_after
+from cockpit.telemetry.recorder import RecordingUnreadable, read_series
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.pane import Pane
 from cockpit.tui.widgets.stats_view import (
+    DETAIL_SPARK,
     age_text,
     alerts_block,
     engine_block,
@@ -30,7 +39,10 @@ from cockpit.tui.widgets.stats_view import (
 )
 from cockpit.tui.widgets.statusline import StatusLine
 
-HINT_LABELS = {"select(-1)": "prev rank", "select(1)": "next rank", "detail": "detail", "back": "back"}
+HINT_LABELS = {"select(-1)": "prev rank", "select(1)": "next rank", "detail": "detail", "back": "back",
+               "window": "history window"}
+WINDOWS: tuple[tuple[str, float | None], ...] = (("live", None), ("15 min", 900.0), ("1 h", 3600.0),
+                                                 ("24 h", 86_400.0))
 
 
 class StatsPane(Pane):
@@ -46,6 +58,7 @@ class StatsPane(Pane):
         Binding("down,j", "select(1)", "Next rank", id="stats.next"),
         Binding("enter,d", "detail", "Detail", id="stats.detail"),
         Binding("escape", "back", "Back", id="stats.back"),
+        Binding("w", "window", "History window", id="stats.window", show=False),
         Binding("pagedown,space", "scroll(1)", "Page down", id="stats.page_down", show=False),
         Binding("pageup", "scroll(-1)", "Page up", id="stats.page_up", show=False),
     ]
@@ -71,6 +84,9 @@ class StatsPane(Pane):
         self.selected: int | None = ranks[0] if ranks else None
         self.detail = False
         self._drawn: tuple[object, ...] | None = None
+        self.window = 0                                 # WINDOWS index: 0 the live history
+        self.recorded: History | None = None            # the recorded window read for the selected rank
+        self.recorded_note = ""
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)
@@ -84,13 +100,16 @@ class StatsPane(Pane):
             return
         at = ranks.index(self.selected) if self.selected in ranks else 0
         self.selected = ranks[(at + step) % len(ranks)]
+        if self.detail and self.window:
+            self.recorded, self.recorded_note = None, "reading the recording …"
+            self._read_window()
         self.redraw()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Detail only from the cluster view, Back only from the detail (the footer shows what works)."""
         if action == "detail":
             return not self.detail
-        if action == "back":
+        if action in ("back", "window"):
             return self.detail
         return True
 
@@ -109,6 +128,29 @@ class StatsPane(Pane):
         self.detail = False
         self.refresh_bindings()
         self.redraw()
+
+    def action_window(self) -> None:
+        """The detail's history: live, then the recorded last 15 min, 1 h, 24 h, then live again."""
+        self.window = (self.window + 1) % len(WINDOWS)
+        self.recorded, self.recorded_note = None, "reading the recording …" if self.window else ""
+        if self.window:
+            self._read_window()
+        self.refresh_view()
+
+    @work(exclusive=True, group="stats-window", exit_on_error=False)
+    async def _read_window(self) -> None:
+        label, seconds = WINDOWS[self.window]
+        rank = self.selected
+        if seconds is None or rank is None:
+            return
+        recording = getattr(self.app, "recording", None)
+        flush = recording.recorder.flush if recording is not None else None
+        until = time.time()
+        history, note = await asyncio.to_thread(recorded_window, path_for(self.ctx.config), rank,
+                                                until - seconds, until, label, flush)
+        if WINDOWS[self.window][1] == seconds and self.selected == rank:
+            self.recorded, self.recorded_note = history, note
+            self.refresh_view()
 
     # ---- drawing ------------------------------------------------------------------------------------
 
@@ -130,7 +172,8 @@ class StatsPane(Pane):
         ages = tuple(age_text(s, stats.interval_s, now)[0] for _, s in sorted(stats.ranks.items()))
         e = stats.engine
         engine_age = None if e is None or now - e.at <= stale_after(stats.interval_s) else span(now - e.at)
-        return (stats.version, ages, engine_age, self.size.width, self.selected, self.detail)
+        return (stats.version, ages, engine_age, self.size.width, self.selected, self.detail, self.window,
+                id(self.recorded), self.recorded_note)
 
     def refresh_view(self) -> None:
         self._drawn = None
@@ -154,8 +197,11 @@ class StatsPane(Pane):
         panel.display = detail
         if detail and self.selected is not None:
             sampler = self.ctx.monitor.sampler
+            windowed = self.window != 0
             panel.update(rank_detail(stats, self.selected, now, width, sampler.command(self.selected),
-                                     sampler.starts.get(self.selected, 0)))
+                                     sampler.starts.get(self.selected, 0),
+                                     (self.recorded or History(DETAIL_SPARK)) if windowed else None,
+                                     self.recorded_note if windowed else None))
         else:
             ranks.update(rank_table(stats, now, width, self.selected))
             engine.update(engine_block(stats, now, width))
@@ -166,4 +212,37 @@ class StatsPane(Pane):
         actions = ("back",) if detail else ("select(-1)", "select(1)", "detail")
         parts = [self.key_hints((a,), labels=HINT_LABELS) for a in actions]
         where = Text(f"rank {self.selected} detail" if detail else "cluster view", style="bold")
+        if detail and self.window:
+            where.append(f" · history {WINDOWS[self.window][0]} (w)")
         self.query_one("#stats-status", StatusLine).show([([where, *[p for p in parts if p.plain]], " · ")])
+
+
+def recorded_window(path: Path, rank: int, since: float, until: float, label: str,
+                    flush: Callable[[], object] | None = None) -> tuple[History, str]:
+    """The rank's recorded history over [since, until] as DETAIL_SPARK points, each the mean of its slice
+    (None where nothing was recorded), and the note the detail shows with it. Runs in a thread."""
+    if flush is not None:
+        flush()
+    step = (until - since) / DETAIL_SPARK
+    history = History(DETAIL_SPARK)
+    try:
+        rows = read_series(path, "samples", since=since, until=until, rank=rank, step=step)
+    except FileNotFoundError:
+        rows, why = [], "nothing recorded yet"
+    except RecordingUnreadable as exc:
+        rows, why = [], f"the recording cannot be read: {exc}"
+    else:
+        why = ""
+    slots: dict[int, dict[str, float | None]] = {}
+    samples = 0
+    for row in rows:
+        slot = min(DETAIL_SPARK - 1, max(0, int((row["t"] - since) // step)))
+        slots[slot] = {name: row.get(name) for name in RANK_SERIES}
+        samples += int(row.get("n") or 0)
+    for i in range(DETAIL_SPARK):
+        history.add(since + i * step, slots.get(i, dict.fromkeys(RANK_SERIES)))
+    if not why and not samples:
+        why = f"nothing recorded in the last {label}"
+    note = (f"recorded, last {label}: {why}" if why else
+            f"recorded, last {label}: {samples} samples, one point per {step:g} s (their mean), newest right")
+    return history, note

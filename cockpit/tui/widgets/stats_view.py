@@ -333,9 +333,11 @@ def _history_lines(history: History, width: int) -> Text:
 
 
 def rank_detail(stats: ClusterStats, rank: int, now: float, width: int, command: str,
-                starts: int) -> RenderableType:
+                starts: int, history: History | None = None,
+                history_note: str | None = None) -> RenderableType:
     """Every figure of one rank: GPU, memory, compute processes, each port with every changed counter,
-    its alerts, wide sparklines of each series, and the sampler's exact remote command."""
+    its alerts, wide sparklines of each series (the live history, or `history` with its `history_note`:
+    a recorded window), and the sampler's exact remote command."""
     s = stats.ranks[rank]
     roles = cell_roles(stats.alerts, rank)
     state, stale = age_text(s, stats.interval_s, now)
@@ -383,8 +385,8 @@ def rank_detail(stats: ClusterStats, rank: int, now: float, width: int, command:
         text.append(safe(a.message, 400))
         text.append(f"\n    remedy: {safe(a.remedy, 600)}", style="muted")
     text.append("\nhistory", style="bold")
-    text.append(f" (one point per {stats.interval_s:g} s, newest right)", style="muted")
-    text.append_text(_history_lines(stats.history[rank], width))
+    text.append(f" ({history_note or f'one point per {stats.interval_s:g} s, newest right'})", style="muted")
+    text.append_text(_history_lines(history if history is not None else stats.history[rank], width))
     text.append("\nsampler", style="bold")
     text.append(f"  channels started: {starts} · the one command it runs on the host:", style="muted")
     text.append("\n")

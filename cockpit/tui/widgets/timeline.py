@@ -38,7 +38,7 @@ def current_text(tl: RankTimeline) -> Text:
         return Text(f"{word} in {tl.phase.value}: {tl.failure.label}",
                     style="fail.soft" if cond == "followed" else "fail")
     if cond == "unknown":
-        return Text(f"UNKNOWN: {tl.unknown}", style="unknown")
+        return Text(f"UNKNOWN: {tl.unknown or tl.pending}", style="unknown")
     if tl.host_lost_since is not None:
         return Text(f"HOST LOST in {tl.phase.value}", style="fail")
     if cond == "stopped":
@@ -48,7 +48,9 @@ def current_text(tl: RankTimeline) -> Text:
         return Text("stopping …", style="warn.soft")
     if tl.container is not None and tl.owner == "by hand":
         return Text(f"{tl.phase.value} (started by hand)", style=PHASE_STYLE[tl.phase])
-    label = tl.phase.value
+    label = tl.phase.value if tl.phase_known else tl.phase_text
+    if tl.ready and not tl.boot_seen:
+        label = "ready (boot before the log read)"
     if tl.phase is Phase.LOADING and tl.progress:
         label += f" {tl.progress[0]}/{tl.progress[1]}"
     return Text(label, style=PHASE_STYLE[tl.phase])
@@ -136,7 +138,7 @@ def render_timeline(timeline: ClusterTimeline, now: float, width: int, targets: 
         row.append_text(bar(tl, t0, span_s, width, now))
         row.append("  ")
         status = current_text(tl)
-        total = f"  {fmt_secs(tl.total(now))}" if tl.spans else ""
+        total = f"  {fmt_secs(tl.total(now))}" if tl.spans and tl.boot_seen else ""
         if room is not None and len(row) + len(status) + len(total) > room:
             status.truncate(max(8, room - len(row) - len(total)), overflow="ellipsis")
         row.append_text(status)
@@ -158,7 +160,7 @@ def render_timeline(timeline: ClusterTimeline, now: float, width: int, targets: 
             if tl.failure is not None and p is tl.phase:
                 style = "fail"
             text.append(f"{shown:>{cell}}", style=style)
-        text.append(f"{fmt_secs(tl.total(now)) if tl.spans else '-':>{cell + 1}}\n")
+        text.append(f"{fmt_secs(tl.total(now)) if tl.spans and tl.boot_seen else '-':>{cell + 1}}\n")
     legend = Text()
     for p in BAR_PHASES:
         legend.append("█", style=PHASE_STYLE[p])
