@@ -32,6 +32,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                "(R37_NO_VLLM=1 skips it)")
     for item in here:
         item.add_marker(pytest.mark.xdist_group("real_vllm"))
+        item.add_marker(pytest.mark.real_vllm)
         item.add_marker(pytest.mark.timeout(TEST_TIMEOUT_S))
         if skip is not None:
             item.add_marker(skip)
