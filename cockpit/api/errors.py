@@ -187,7 +187,7 @@ def from_status(status: int, body: bytes, url: str) -> ApiError:
             REMEDY_KEY,
             status,
         )
-    remedy = {
+    remedy = _remedy_for(status, detail) or {
         400: "The server rejected the request (model name, max_tokens against the context, image count).",
         404: "Wrong path or model name: check --api-url and the served model name in /v1/models.",
         413: "The request is too large (images or prompt): send less.",
@@ -198,6 +198,37 @@ def from_status(status: int, body: bytes, url: str) -> ApiError:
     return ApiError(
         "http_error", f"HTTP {status} from {url}" + (f": {detail}" if detail else ""), remedy, status
     )
+
+
+# What the server's own message says went wrong, for 400/404/422 (real vLLM 0.32's texts:
+# docs/vllm.md#error-bodies): the first pattern that matches gives the remedy, so it names the actual cause,
+# not every possible one.
+_REMEDY_BY_MESSAGE: tuple[tuple[frozenset[int], re.Pattern[str], str], ...] = (
+    (frozenset({400}), re.compile(r"--enable-auto-tool-choice|--tool-call-parser"),
+     "The server was started without the tool-calling flags the request needs (see the message): "
+     "`tool_choice: auto` needs vLLM's `--enable-auto-tool-choice` and `--tool-call-parser NAME`, a named "
+     "tool_choice `--tool-call-parser NAME` (rank 0's serve command); without them, send no tool_choice."),
+    (frozenset({400}), re.compile(r"max_model_len|maximum context length|max_tokens", re.IGNORECASE),
+     "The prompt plus max_tokens exceed the served context (--max-model-len): ask for fewer tokens "
+     "(--max-tokens) or send a shorter prompt."),
+    (frozenset({400, 404}), re.compile(r"model .* does not exist", re.IGNORECASE),
+     "Wrong model name: use one the server lists in /v1/models (--model), or leave --model out."),
+    (frozenset({400, 422}), re.compile(r"validation error|json_invalid|Field required"),
+     "The server could not read the request body (invalid JSON or a missing field): a client bug or a "
+     "server version that expects another request shape; check --api-url points at vLLM's OpenAI server."),
+    (frozenset({400}), re.compile(r"\b(?:temperature|top_p|top_k|min_p|presence_penalty|frequency_penalty)\b"
+                                  r".*(?:must|got)"),
+     "A sampling option is out of the server's range (see the message): use a value it accepts."),
+    (frozenset({404}), re.compile(r"^Not Found$"),
+     "Wrong path: the server has no such route; check --api-url (the server's base URL)."),
+)
+
+
+def _remedy_for(status: int, detail: str) -> str:
+    for statuses, pattern, remedy in _REMEDY_BY_MESSAGE:
+        if status in statuses and pattern.search(detail):
+            return remedy
+    return ""
 
 
 def _body_message(body: bytes) -> str:

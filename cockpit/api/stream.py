@@ -282,6 +282,13 @@ REMEDY_TOO_LARGE = (
 )
 
 
+MESSAGE_ABORTED = "the server aborted the answer (finish_reason abort): it was cut, not finished"
+REMEDY_ABORTED = (
+    "The engine gave the request up, most often because it is shutting down (a stop or a restart of "
+    "rank 0); check rank 0's state and log (`r37-cockpit status`), then ask again once the API is ready."
+)
+
+
 def error_message(payload: Any) -> tuple[str, int | None]:
     """Message and code of an OpenAI/vLLM error body: ``{"error": {...}}`` or ``{"object": "error"}``."""
     if isinstance(payload, dict):
@@ -331,6 +338,8 @@ class ChunkAccumulator:
         data = event.data
         if data == DONE or event.is_done:
             self.done = True
+            if self._finish == "abort":  # vLLM's mark of a request it gave up (a shutdown, a cancel)
+                return [self._error(MESSAGE_ABORTED, "server_error", t, remedy=REMEDY_ABORTED)]
             return [Finished(self._finish, self.result(t), self.stats(t))]
         try:
             chunk = _loads(data)

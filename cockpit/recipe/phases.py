@@ -93,7 +93,10 @@ PHASE_RULES: tuple[PhaseRule, ...] = (
     PhaseRule(_re(r"\brank \d+ in world size \d+ is assigned as"), Phase.DIST_INIT),
     PhaseRule(_re(r"world_size=\d+ rank=\d+ local_rank=\d+ distributed_init_method="), Phase.DIST_INIT),
     PhaseRule(_re(r"\bNCCL INFO\b|vLLM is using nccl=="), Phase.DIST_INIT),
-    PhaseRule(_re(r"[Hh]eadless mode|Connecting to the head at"), Phase.DIST_INIT, "worker"),
+    # a worker node's `vllm serve --headless`: "Launching vLLM (vX) headless multiproc executor, with head
+    # node address …" (older texts kept: they cost nothing)
+    PhaseRule(_re(r"[Hh]eadless mode|headless multiproc executor|Connecting to the head at"), Phase.DIST_INIT,
+              "worker"),
     # disk Engram patch: the rows this rank serves
     PhaseRule(_re(r"Engram DISK mode: layer \d+ rows \[|Engram DISK mode enabled"), Phase.ENGRAM),
     # weights
@@ -101,14 +104,18 @@ PHASE_RULES: tuple[PhaseRule, ...] = (
     PhaseRule(_re(r"Loading (?:safetensors )?checkpoint shards:"), Phase.LOADING),
     # KV cache sizing (after "Loading weights took" / "Model loading took")
     PhaseRule(_re(r"Loading weights took|Model loading took"), Phase.KV_CACHE),
-    PhaseRule(_re(r"Available KV cache memory|GPU KV cache size|Maximum concurrency for"), Phase.KV_CACHE),
+    # the pinned version: "GPU KV cache size: N tokens" and "Maximum concurrency for …" on two lines;
+    # 0.32: one line "CPU|GPU KV cache size: N tokens, Maximum concurrency for L tokens per request: X"
+    PhaseRule(_re(r"Available KV cache memory|[CG]PU KV cache size|Maximum concurrency for"), Phase.KV_CACHE),
     # CUDA graph capture
     PhaseRule(_re(r"Capturing CUDA graphs?"), Phase.CUDA_GRAPHS),
     # after graphs: workers wait for the head to serve, the head starts its API server
     PhaseRule(_re(r"Graph capturing finished|Worker ready; running headless"), Phase.WAIT_HEAD, "worker"),
     PhaseRule(_re(r"Graph capturing finished|init engine \(profile, create kv cache"), Phase.API_START,
               "head"),
-    PhaseRule(_re(r"Starting vLLM API server|Uvicorn running on|Application startup complete\."),
+    # the pinned version: "Starting vLLM API server 0 on …" and uvicorn's "Uvicorn running on …";
+    # 0.32: "Starting vLLM server on http://…" and no "Uvicorn running on"
+    PhaseRule(_re(r"Starting vLLM (?:API )?server|Uvicorn running on|Application startup complete\."),
               Phase.API_START, "head"),
 )
 
@@ -182,6 +189,22 @@ BENIGN_RULES: tuple[re.Pattern[str], ...] = (
     _re(r"still retrying"),
     _re(r"\[c10d\] The client socket has failed to connect to .*Connection refused"),
 )
+
+# A line vLLM itself logged below ERROR: what it names (a warning quotes `OSError: [Errno 24] Too many open
+# files` when the open-files limit is low) is not a failure that happened. Tracebacks, NCCL's own lines and
+# ERROR/CRITICAL lines have no such level and are judged as before.
+_QUIET_LEVEL = re.compile(r"^(?:\([\w.-]+ pid=\d+\) )?(?:DEBUG|INFO|WARNING) \d\d-\d\d \d\d:\d\d:\d\d \[")
+
+# One uvicorn access-log line per HTTP request (real vLLM writes them; the cockpit's own /health and
+# /metrics probes make one every few seconds): `INFO:     127.0.0.1:43686 - "GET /health HTTP/1.1" 200 OK`.
+ACCESS_LOG = re.compile(r'^INFO: +\S+:\d+ - "[A-Z]+ \S+ HTTP/[\d.]+" \d{3}\b')
+
+
+def is_access_log(line: str) -> bool:
+    """An access-log line: never a phase or a failure, and kept out of a failure's context window (the
+    log view still shows it)."""
+    return line.startswith("INFO:") and ACCESS_LOG.match(line) is not None
+
 
 _VLLM_PREFIX = re.compile(r"^(?:\([\w.-]+ pid=\d+\) )?"
                           r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d \[[^\]]*\] )?")
@@ -323,7 +346,7 @@ _FAILURE_FILTER = Prefilter([r.pattern for r in FAILURE_RULES],
 def match_failure(line: str) -> FailureRule | None:
     """The most specific failure signature in this line, if any (None for benign lines)."""
     candidates = [FAILURE_RULES[i] for i in _FAILURE_FILTER.candidates(line)]
-    if not candidates or is_benign(line):
+    if not candidates or is_benign(line) or _QUIET_LEVEL.match(line):
         return None
     best: FailureRule | None = None
     stripped = strip_prefix(line.strip())

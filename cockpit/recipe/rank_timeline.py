@@ -17,6 +17,7 @@ from cockpit.recipe.phases import (
     FailureRule,
     Phase,
     in_traceback,
+    is_access_log,
     is_benign,
     match_failure,
     match_phase,
@@ -209,12 +210,14 @@ class RankTimeline:
 
     def feed_line(self, text: str, at: float) -> list[LaunchEvent]:
         """One line of the container's log (without docker's timestamp)."""
-        self._seq += 1
-        self.lines.append((self._seq, text))
         self.read_to = max(self.read_to, at)
         events: list[LaunchEvent] = []
         if not self.spans or self.phase is Phase.LAUNCHED:
             events += self.enter(Phase.RUNNING, at)
+        if is_access_log(text):   # one per HTTP request: it would crowd the failure context out
+            return events
+        self._seq += 1
+        self.lines.append((self._seq, text))
         if not self._shutting_down(at):
             events += self._failures(text, at)
         stats = match_stats(text)

@@ -19,7 +19,7 @@ from cockpit.sim.engine.spawn import start_ready
 __all__ = ["cluster"]  # the fixture, imported for the tests below
 
 HEAD_SHUTDOWN = [
-    "Uvicorn running on",
+    "INFO:     Application startup complete.",
     "[launcher.py:110] Shutting down FastAPI HTTP server.",
     "INFO:     Shutting down",
     "INFO:     Waiting for application shutdown.",
@@ -74,7 +74,7 @@ def test_sigterm_head_then_workers_exit_0_without_traceback(cluster: Callable[[i
     c.start_all()
     wait_until(lambda: healthy(c.url), "rank 0 /health")
     head, workers = c.ranks[0], [c.ranks[1], c.ranks[2]]
-    wait_until(lambda: all("waiting for work from the head node" in w.text() for w in workers), "workers")
+    wait_until(lambda: all("Graph capturing finished in" in w.text() for w in workers), "workers")
     reader, lines = stream_in_background(c.url)
     wait_until(lambda: len(lines) > 3, "a streamed answer under way")
     assert stop(head) == 0  # the recipe's order: the head first, with a request in flight
@@ -99,7 +99,7 @@ def test_sigterm_worker_while_the_head_serves(cluster: Callable[[int], Cluster])
     c.start_all()
     wait_until(lambda: healthy(c.url), "rank 0 /health")
     worker = c.ranks[1]
-    wait_until(lambda: "waiting for work from the head node" in worker.text(), "worker ready")
+    wait_until(lambda: "Graph capturing finished in" in worker.text(), "worker ready")
     assert stop(worker) == 0
     assert in_order(worker.text(), WORKER_SHUTDOWN) and clean(worker.text()), worker.text()[-2000:]
     assert c.ranks[0].proc.wait(10) == 1  # a worker gone is the head's failure, not the worker's
@@ -113,7 +113,7 @@ def test_sigterm_while_booting(cluster: Callable[[int], Cluster]) -> None:
     worker_alone.provision()
     worker = worker_alone.start(1)  # retries a head that is not there
     wait_until(lambda: "DP group leader" in head.text(), "the head at its rendezvous")
-    wait_until(lambda: "Connecting to the head" in worker.text(), "the worker connecting")
+    wait_until(lambda: "headless multiproc executor" in worker.text(), "the worker connecting")
     time.sleep(0.3)
     for rk in (head, worker):
         assert stop(rk) == 0
@@ -126,7 +126,7 @@ def test_traceback_on_stop_fault(cluster: Callable[[int], Cluster]) -> None:
     c.start_all()
     wait_until(lambda: healthy(c.url), "rank 0 /health")
     head, worker = c.ranks[0], c.ranks[1]
-    wait_until(lambda: "waiting for work from the head node" in worker.text(), "worker ready")
+    wait_until(lambda: "Graph capturing finished in" in worker.text(), "worker ready")
     assert "Traceback" not in head.text() + worker.text()
     assert stop(worker) == 0
     assert in_order(worker.text(), [WORKER_SHUTDOWN[0], "Traceback (most recent call last):",

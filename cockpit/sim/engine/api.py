@@ -5,13 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 
 from cockpit.sim.engine import images, textgen, tokens
 from cockpit.sim.engine.arrival import ARRIVAL, note_arrival
@@ -128,7 +131,8 @@ def parse(body: Any, served: str, max_model_len: int, max_images: int = MAX_IMAG
         raise ApiError("Request body must be a JSON object")
     model = body.get("model", served)
     if model != served:
-        raise ApiError(f"The model `{model}` does not exist.", 404, "NotFoundError", "model")
+        raise ApiError(f"The model `{model}` does not exist. Valid aliases: {served}.", 404,
+                       "NotFoundError", "model")
     msgs, texts, sizes = _messages(body.get("messages"), max_images)
     tools = body.get("tools") or []
     if not isinstance(tools, list) or any(not isinstance(t, dict) or "function" not in t for t in tools):
@@ -238,7 +242,7 @@ class ChatAPI:
         self.alive = True
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[note_arrival])
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[note_arrival, starlette_errors])
         app.add_routes(
             [
                 web.get("/health", self.health),
@@ -480,9 +484,37 @@ class ChatAPI:
         )
 
 
+_PHRASES = {s.value: s.phrase for s in HTTPStatus}
+
+
+@web.middleware
+async def starlette_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """An unknown path or method answers as vLLM's FastAPI server does: `{"detail":"Not Found"}`."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+        return web.json_response({"detail": _PHRASES.get(exc.status, exc.reason)}, status=exc.status)
+
+
+class UvicornAccessLog(AbstractAccessLogger):
+    """uvicorn's access log as vLLM's API server writes it, one line per HTTP request on stdout:
+    `INFO:     127.0.0.1:43686 - "GET /health HTTP/1.1" 200 OK` (no process tag, no time stamp)."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        who = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "-"
+        phrase = _PHRASES.get(response.status, "")
+        line = (f'INFO:     {who} - "{request.method} {request.path_qs} HTTP/{request.version.major}.'
+                f'{request.version.minor}" {response.status} {phrase}').rstrip()
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
 async def start_site(api: ChatAPI, host: str, port: int) -> web.AppRunner:
     """Serve the API on host:port; returns the runner (call .cleanup() to stop)."""
-    runner = web.AppRunner(api.app(), access_log=None, handle_signals=False, shutdown_timeout=0.5)
+    runner = web.AppRunner(api.app(), access_log_class=UvicornAccessLog, handle_signals=False,
+                           shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()

@@ -289,9 +289,11 @@ class Boot:
         assert self.link is not None
         a = self.args
         start, backoff, next_log = time.monotonic(), 0.1, self.rendezvous_timeout()
+        # what `vllm serve --headless` prints on a worker node (entrypoints/cli/serve.py run_headless)
         self.info(
-            "multiproc_executor.py:118",
-            f"Connecting to the head at {a.master_addr}:{a.master_port} (node_rank={self.rank}, headless)",
+            "serve.py:224",
+            f"Launching vLLM (v{tracebacks.VLLM_VERSION}) headless multiproc executor, with head node "
+            f"address {a.master_addr}:{a.master_port} for torch.distributed process group.",
             None,
         )
         while not await self.link.try_join(a.master_addr, a.master_port):
@@ -373,11 +375,11 @@ class Boot:
         self.host.set_memory(int(gmu * TOTAL_MEMORY))
         self.info("gpu_worker.py:298", f"Available KV cache memory: {kv_gib:.2f} GiB")
         proc = "EngineCore_DP0" if self.is_head else self.wproc
-        self.info("kv_cache_utils.py:1087", f"GPU KV cache size: {kv_tok:,} tokens", proc)
+        # one line, as vLLM 0.32 prints it (older versions printed the two halves on two lines)
         self.info(
-            "kv_cache_utils.py:1091",
-            f"Maximum concurrency for {self.args.max_model_len:,} tokens per "
-            f"request: {kv_tok / self.args.max_model_len:.2f}x",
+            "kv_cache_utils.py:2327",
+            f"GPU KV cache size: {kv_tok:,} tokens, Maximum concurrency for "
+            f"{self.args.max_model_len:,} tokens per request: {kv_tok / self.args.max_model_len:.2f}x",
             proc,
         )
 
@@ -443,8 +445,8 @@ class Boot:
             )
             return 1
         api = "APIServer"
-        self.info("api_server.py:1656", "Supported_tasks: ['generate']", api)
-        self.info("api_server.py:2012", f"Starting vLLM API server 0 on http://{a.host}:{a.port}", api)
+        self.info("entry.py:136", "Supported tasks: ['generate']", api)
+        self.info("entry.py:140", f"Starting vLLM server on http://{a.host}:{a.port}", api)
         self.info("launcher.py:37", "Available routes are:", api)
         for route, methods in (
             ("/health", "GET"),
@@ -457,7 +459,6 @@ class Boot:
             f"Started server process [{self.log.pid}]",
             "Waiting for application startup.",
             "Application startup complete.",
-            f"Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)",
         ):
             self.log.uvicorn(text)
         self.ready = True
@@ -479,13 +480,7 @@ class Boot:
         if self.link is not None:
             self.link.on_tick = self._worker_tick
             await self.link.send({"op": "ready"})
-        self.info(
-            "multiproc_executor.py:584",
-            "Worker ready; running headless on this node (no API server), "
-            "waiting for work from the head node",
-            None,
-        )
-        self.ready = True
+        self.ready = True   # a headless worker prints nothing when it is ready (no vLLM version does)
         return await self.watch_ready()
 
     def _worker_tick(self, tokens: int, busy: float) -> None:

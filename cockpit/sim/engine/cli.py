@@ -212,8 +212,8 @@ async def _serve_ready(ns: argparse.Namespace) -> int:
     log.line(
         "APIServer",
         "INFO",
-        "launcher.py:46",
-        f"Starting vLLM API server 0 on http://{ns.bind}:{ns.port} (simulated, already booted)",
+        "entry.py:140",
+        f"Starting vLLM server on http://{ns.bind}:{ns.port} (simulated, already booted)",
     )
     log.uvicorn("Application startup complete.")
     stop = asyncio.Event()

@@ -41,8 +41,9 @@ class VLog:
         stream.flush()
 
     def uvicorn(self, text: str) -> None:
-        """A line of uvicorn's own logger in the API server process: `(APIServer pid=N) INFO:     text`."""
-        self.raw(f"(APIServer pid={self.pid}) INFO:     {text}", err=False)
+        """A line of uvicorn's own logger in the API server process: `INFO:     text` (vLLM 0.32 tags no
+        process on uvicorn's lines)."""
+        self.raw(f"INFO:     {text}", err=False)
 
 
 def progress(label: str, done: int, total: int, elapsed: float) -> str:

@@ -1,0 +1,62 @@
+"""SIGTERM to the real vLLM with streams open, and what the cockpit makes of it (runs last: it ends the
+shared server). Real 0.32 races here: either the requests are aborted (`finish_reason: abort`, usage,
+`[DONE]`), or EngineCore is force-killed first and the streams stall (no `[DONE]`, no error) while the
+server waits for its clients. Either way the cockpit must not call the answer finished, a stall must end
+at the idle deadline and be reported as such, and the shutdown's log lines are no failure of a rank the
+cockpit was stopping. (SIGTERM while idle: the captured logs in tests/recipe/test_phases_real_vllm.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+
+import pytest
+from vllmread import read_boot, stream_turn
+from vllmserver import SERVED, VllmServer
+
+from cockpit.api.chat import ChatRequest
+from cockpit.api.client import ApiClient
+from cockpit.api.stream import MESSAGE_ABORTED, StreamDeadlines
+
+pytestmark = pytest.mark.xdist_group("real_vllm")   # one worker, one server (conftest.py)
+
+IDLE_S = 20.0
+
+
+@pytest.mark.ends_server
+async def test_sigterm_with_streams_open(real_vllm: VllmServer) -> None:
+    if real_vllm.proc is None:
+        pytest.skip("R37_VLLM_URL: a server this run did not start is not stopped")
+    proc = real_vllm.proc
+    deadlines = StreamDeadlines(300.0, IDLE_S)
+    async with ApiClient(real_vllm.url, deadlines=deadlines) as client:
+        requests = [ChatRequest(messages=[{"role": "user", "content": f"a long story {i}"}], model=SERVED,
+                                thinking=False, max_tokens=2000, temperature=1.0,
+                                extra={"ignore_eos": True}) for i in range(2)]
+        streams = [asyncio.create_task(stream_turn(client, r)) for r in requests]
+        n_before = len(real_vllm.log_lines())
+        # tokens are flowing when the server's log shows the requests in (and a little later)
+        assert await asyncio.to_thread(real_vllm.wait_log, '"POST /v1/chat/completions HTTP/1.1" 200', 120)
+        await asyncio.sleep(2.0)
+        assert not any(t.done() for t in streams), "the answers ended before the stop"
+        stop_line = len(real_vllm.log_lines())
+        t_term = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        turns = await asyncio.wait_for(asyncio.gather(*streams), timeout=IDLE_S + 120)
+        waited = time.monotonic() - t_term
+    for turn in turns:
+        assert turn.finish_reason != "length"
+        if turn.error_kind == "idle_timeout":
+            assert waited >= IDLE_S * 0.9          # a stall is given up at the idle deadline, not before
+        elif turn.error_kind == "server_error":
+            assert turn.error_message == MESSAGE_ABORTED and "shutting down" in turn.error_remedy
+        else:   # the server closed the connection mid-answer
+            assert turn.error_kind == "protocol_error", turn
+    code = await asyncio.to_thread(proc.wait, 120)
+    assert code == 0, real_vllm.log_lines()[-30:]
+    lines = real_vllm.log_lines()
+    assert any("[shutdown]" in line for line in lines[stop_line:])
+    assert len(lines) > n_before
+    reading = read_boot(lines, stop_at=stop_line)
+    assert reading.failure is None, (reading.failure, reading.cause)
