@@ -10,7 +10,6 @@ import sys
 
 from simcluster import SimCluster
 
-from cockpit import constants as C
 from cockpit.config import ClusterConfig
 from cockpit.envfile import env_for_rank
 from cockpit.hosts import Fleet
