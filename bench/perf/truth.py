@@ -48,6 +48,8 @@ from cockpit.sim.faults import set_fault
 
 SPEED = 400.0  # boot time compression (the tests' speed)
 LIMIT_S = 3.0
+# archive and remove the stopped containers its own launches started (the cockpit's confirmed replace path)
+RELAUNCH = ("launch", "--replace-stopped", "--yes", "--json", "--override-preflight", "--phase-limit", "300")
 
 
 def _spin(stop_at: float) -> None:
@@ -193,16 +195,7 @@ async def cycle(toml: Path, root: Path, n: int, tallies: dict[str, Tally]) -> No
             t = tallies["relaunch"]
             t.runs += 1
             m = sampler.mark()
-            res = cli(
-                toml,
-                "launch",
-                "--replace-stopped",
-                "--yes",
-                "--json",
-                "--override-preflight",
-                "--phase-limit",
-                "300",
-            )
+            res = cli(toml, *RELAUNCH)
             final = await wait_for(watcher, {"ready"}, 60)
             if res.returncode != 0 or final != "ready":
                 t.wrong_final.append(f"relaunch exit {res.returncode}, watcher {final}")
@@ -216,16 +209,7 @@ async def cycle(toml: Path, root: Path, n: int, tallies: dict[str, Tally]) -> No
             await wait_for(watcher, {"stopped"}, 30)
             set_fault(sim.host_root(root, crash_rank), "crash-after-ready", True)
             m = sampler.mark()
-            res = cli(
-                toml,
-                "launch",
-                "--replace-stopped",
-                "--yes",
-                "--json",
-                "--override-preflight",
-                "--phase-limit",
-                "300",
-            )
+            res = cli(toml, *RELAUNCH)
             t0 = time.monotonic()
             while watcher.timeline.verdict.first_failed is None and time.monotonic() - t0 < 90:
                 await asyncio.sleep(0.2)
