@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import asyncssh
-from asyncssh.known_hosts import SSHKnownHosts, read_known_hosts
+from asyncssh.known_hosts import SSHKnownHosts, import_known_hosts
 
+from cockpit.files import NotReadable, read_bounded
 from cockpit.hosts.sshconfig import HostKeyPolicy
 
 
@@ -34,9 +35,20 @@ def fingerprint(key: asyncssh.SSHKey) -> str:
     return key.get_fingerprint("sha256")
 
 
+KNOWN_HOSTS_MAX = 16 << 20     # bytes one known_hosts file may have
+
+
 def load(files: list[str]) -> SSHKnownHosts:
-    """The entries of `files` (raises OSError/ValueError when one cannot be read)."""
-    return read_known_hosts(files) if files else SSHKnownHosts()
+    """The entries of `files`, each read through the bounded reader: a regular file of at most 16 MiB (a FIFO
+    never hangs the connect, a link to /dev/zero never fills memory). Raises OSError/ValueError when one
+    cannot be read (NotReadable is given as a ValueError with the file's name and the reason)."""
+    texts = []
+    for path in files:
+        try:
+            texts.append(read_bounded(path, KNOWN_HOSTS_MAX).decode("utf-8", "replace"))
+        except NotReadable as exc:
+            raise ValueError(str(exc)) from None
+    return import_known_hosts("\n".join(texts)) if texts else SSHKnownHosts()
 
 
 async def peer_address(host: str, port: int) -> str:

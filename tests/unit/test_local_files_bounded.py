@@ -196,3 +196,25 @@ def test_json_depth_is_bounded_without_recursion() -> None:
             loads_bounded(text)
     with pytest.raises(ValueError):
         loads_bounded("{")
+
+
+def test_known_hosts_is_read_bounded(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """known_hosts too: a FIFO is refused at once (never a hung connect), a link to /dev/zero at the cap."""
+    import os
+
+    import pytest as _pytest
+
+    from cockpit.hosts import known_hosts as kh
+
+    fifo = tmp_path / "known_hosts.fifo"
+    os.mkfifo(fifo)
+    with _pytest.raises(ValueError, match="not a regular file"):
+        kh.load([str(fifo)])
+    zero = tmp_path / "known_hosts.zero"
+    zero.symlink_to("/dev/zero")
+    with _pytest.raises(ValueError):
+        kh.load([str(zero)])
+    good = tmp_path / "known_hosts"
+    good.write_text("[127.0.0.1]:2222 ssh-ed25519 "
+                    "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+    assert kh.load([str(good)]) is not None
