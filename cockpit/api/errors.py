@@ -201,7 +201,7 @@ def from_status(status: int, body: bytes, url: str) -> ApiError:
 
 
 # What the server's own message says went wrong, for 400/404/422 (real vLLM 0.32's texts:
-# docs/vllm.md#error-bodies): the first pattern that matches gives the remedy, so it names the actual cause,
+# docs/vllm.md#errors): the first pattern that matches gives the remedy, so it names the actual cause,
 # not every possible one.
 _REMEDY_BY_MESSAGE: tuple[tuple[frozenset[int], re.Pattern[str], str], ...] = (
     (frozenset({400}), re.compile(r"--enable-auto-tool-choice|--tool-call-parser"),

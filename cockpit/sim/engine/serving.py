@@ -117,7 +117,7 @@ class Serving:
             w, c = self.core.window, self.core
             # vLLM logs this line only while this or the previous interval had throughput (else at DEBUG):
             # an idle engine is quiet, and a hung one prints one 0.0 line with its running requests, then
-            # nothing (docs/vllm.md#engine-stats)
+            # nothing (docs/vllm.md#engine-stats-line)
             busy = bool(w["gen"] or w["prompt"])
             if busy or was_busy:
                 hit = 100.0 * c.stats.prefix_hits / c.stats.prefix_queries if c.stats.prefix_queries else 0.0
