@@ -280,7 +280,10 @@ class ClusterWatcher:
         tl.owner = "cockpit" if ours else "by hand"
         events: list[LaunchEvent] = []
         if ours and rec is not None and rec.stop_requested_at is not None:
+            first_seen = tl.stop_began is None
             events += tl.request_stop(rec.stop_requested_at)
+            if first_seen:      # a stop is cluster-wide: every rank it names is stopping, not only this one
+                events += self._stops_from_ledger()
         changed = tl.container != state
         if changed:
             events += tl.feed_container(state, now)
