@@ -407,7 +407,7 @@ class ApiClient:
         """One streamed request as lists of events, a list per body piece read.
 
         A single generator on purpose: every paced read wakes the whole stack of awaiting frames, and
-        on a small VM a wakeup costs more than the bytes it brings (see bench/perf/stream.py).
+        on a small VM a wakeup costs more than the bytes it brings (see perf/stream.py).
         """
         url = self._url(_CHAT_PATH)
         body = request.to_body(stream=True)
