@@ -16,7 +16,7 @@ from cockpit.recipe import containers as dk
 from cockpit.recipe.launch import inspect_container
 
 ROOT = Path(__file__).parents[2]
-sys.path.insert(0, str(ROOT / "bench" / "perf"))
+sys.path.insert(0, str(ROOT / "perf"))
 
 import flood  # noqa: E402
 
