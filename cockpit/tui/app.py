@@ -125,6 +125,7 @@ class CockpitApp(App[None]):
         self.clusters = list(clusters)      # every cluster `C` can switch to (this one among them)
         self._active = self._index_of(config_path)
         self.generation = 0                 # +1 per switch: messages of the cluster before are dropped
+        self._panes: list[Pane] = []
         self.recording: Recording | None = None   # the flight recorder of the open cluster, while connected
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
@@ -277,6 +278,7 @@ class CockpitApp(App[None]):
         self.ctx = CockpitContext(config, ref.path, self.fleet, api_url=self.api_url,
                                   read_only=self.read_only_flag)
         await self.recompose()
+        self._panes = []
         self._connect()
         self.refresh_header()
         if shown:
@@ -290,7 +292,12 @@ class CockpitApp(App[None]):
         return self.query_one(f"#{pane_id}-pane", Pane)
 
     def panes(self) -> list[Pane]:
-        return list(self.query(Pane))
+        """Every pane (kept from the last look while they stay attached: a DOM query per model event
+        and per tick was a visible share of the watching cockpit's CPU, perf/watch_cost.py)."""
+        if self._panes and self._panes[0].is_attached:
+            return self._panes
+        self._panes = list(self.query(Pane))
+        return self._panes
 
     def shown_pane(self) -> Pane | None:
         tabs = self.query(TabbedContent)
