@@ -109,15 +109,27 @@ class ClusterHeader(Widget):
     def __init__(self, *, id: str | None = None):
         super().__init__(id=id)
         self._shown: HeaderModel | None = None
+        self._line = Text("r37-cockpit", style="bold")
 
     def show(self, cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
              looked: bool = True, alerts: tuple[Alert, ...] = (), read_only: bool = False) -> None:
+        """Render the model now; the screen is redrawn only when the line changed (the app calls this
+        every second and on every model change: most calls change nothing, perf/watch_cost.py)."""
         self._shown = HeaderModel(cluster, tuple(statuses), model, looked, tuple(alerts), read_only)
-        self.refresh()
+        self._update()
 
-    def render(self) -> Text:
+    def _update(self) -> None:
         m = self._shown
         if m is None:
-            return Text("r37-cockpit", style="bold")
-        return health_line(m.cluster, list(m.statuses), m.model, m.looked, compact=self.size.width < NARROW,
+            return
+        line = health_line(m.cluster, list(m.statuses), m.model, m.looked, compact=self.size.width < NARROW,
                            alerts=m.alerts, read_only=m.read_only)
+        if line != self._line:
+            self._line = line
+            self.refresh()
+
+    def on_resize(self) -> None:
+        self._update()
+
+    def render(self) -> Text:
+        return self._line

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from test_hosts_snap import connected
+from tuihelpers import report_status
 
 from cockpit.config import ConfigError
 from cockpit.config.clusters import ClusterRef
@@ -32,7 +33,7 @@ def test_cluster_picker(snap_compare, fixed_config, size: tuple[int, int]) -> No
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
         for r in range(4):                    # hosts connected long ago: no age that moves on behind
-            app.show_status(connected(r))
+            report_status(app, connected(r))
         await pilot.press("C")
         await pilot.pause()
 

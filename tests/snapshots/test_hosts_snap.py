@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from textual.widgets import DataTable
+from tuihelpers import report_status
 
 from cockpit.hosts.state import HostState, HostStatus
 from cockpit.tui.app import CockpitApp
@@ -31,7 +32,7 @@ def app_with(fixed_config, statuses: list[HostStatus]) -> CockpitApp:
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
         for s in statuses:
-            app.show_status(s)
+            report_status(app, s)
         await pilot.pause()
 
     app._snap_before = before  # type: ignore[attr-defined]
@@ -118,6 +119,6 @@ async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
                       error="connection lost (no keepalive answer)",
                       remedy="waiting for the host to come back; reconnecting with backoff")
     for s in (connected(0), connected(1), lost, connected(3)):
-        app.show_status(s)
+        report_status(app, s)
     await pilot.pause()
     await select_row(app, pilot, 2)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from rich._palettes import STANDARD_PALETTE
 from rich.color import Color as RichColor
+from tuihelpers import report_status
 
 from cockpit.hosts.state import HostState, HostStatus
 from cockpit.tui.app import CockpitApp
@@ -143,7 +144,7 @@ def _fills(app: CockpitApp) -> set[str]:
 async def test_switching_the_theme_recolours_content_and_is_remembered(fixed_config) -> None:
     app = CockpitApp(fixed_config, connect=False)
     async with app.run_test(size=(120, 30)) as pilot:
-        app.show_status(HostStatus(rank=0, target="spark-0", state=HostState.CONNECTED, latency_ms=1.0,
+        report_status(app, HostStatus(rank=0, target="spark-0", state=HostState.CONNECTED, latency_ms=1.0,
                                    hostname="spark-0", fingerprint="SHA256:abc", since=time.time()))
         await pilot.pause()
         seen = {}

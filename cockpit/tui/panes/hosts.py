@@ -88,6 +88,8 @@ class HostsPane(Pane):
     def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
         super().__init__(ctx, id=id, classes=classes)
         self._statuses: dict[int, HostStatus] = {r: ctx.fleet[r].status for r in ctx.config.ranks}
+        self._shown_cells: dict[int, dict[str, Text | str]] = {}
+        self._shown_detail: Text | None = None
         self.show_ages = True
         # runs a session's argv with the terminal handed over, returns its exit status (tests: a fake)
         self.run_session: Callable[[App[object], Sequence[str]], int] = suspended_run
@@ -102,7 +104,9 @@ class HostsPane(Pane):
         for col in COLUMNS:
             table.add_column(col, key=col)
         for rank, status in sorted(self._statuses.items()):
-            table.add_row(*self._cells(status), key=str(rank))
+            cells = self._cells(status)
+            table.add_row(*cells, key=str(rank))
+            self._shown_cells[rank] = dict(zip(COLUMNS, cells, strict=True))
         self._show_detail()
 
     def _cells(self, s: HostStatus) -> list[Text | str]:
@@ -120,13 +124,22 @@ class HostsPane(Pane):
         self.update_status(status)
 
     def update_status(self, status: HostStatus) -> None:
+        """Redraw one host's row: only the cells whose text changed (an unchanged status, an age that
+        shows the same, costs no redraw: perf/watch_cost.py)."""
         self._statuses[status.rank] = status
         table = self.query_one(DataTable)
+        shown = self._shown_cells.get(status.rank, {})
         for col, value in zip(COLUMNS, self._cells(status), strict=True):
-            table.update_cell(str(status.rank), col, value, update_width=True)
+            if shown.get(col) != value:
+                table.update_cell(str(status.rank), col, value, update_width=True)
+                shown[col] = value
+        self._shown_cells[status.rank] = shown
         self._show_detail()
 
     def refresh_view(self) -> None:
+        """Draw every row and the detail again (the theme or the keymap changed)."""
+        self._shown_cells.clear()
+        self._shown_detail = None
         for status in self.statuses:
             self.update_status(status)
 
@@ -204,7 +217,9 @@ class HostsPane(Pane):
         if s.remedy:
             text.append("\nremedy: ", style="bold")
             text.append(neutralise_block(s.remedy[:4000]))
-        self.query_one("#host-detail", Static).update(text)
+        if text != self._shown_detail:      # an unchanged detail costs no layout pass
+            self._shown_detail = text
+            self.query_one("#host-detail", Static).update(text)
 
     @property
     def statuses(self) -> list[HostStatus]:

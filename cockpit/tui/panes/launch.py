@@ -247,9 +247,11 @@ class LaunchPane(Pane):
     # ---- actions ----------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not self.ctx.allows("launch", action):
+            return False                    # hidden: a read-only cockpit
         if self.launching and action in ("dry_run", "launch", "relaunch"):
             return None                     # shown greyed out while a launch runs
-        return self.ctx.allows("launch", action)
+        return True
 
     def action_dry_run(self) -> None:
         self.note("dry run on every rank …", "warn.soft")

@@ -324,10 +324,12 @@ class SetupPane(Pane):
         return "a setup job is running (quitting cancels its remote commands)" if self.running else ""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if not self.ctx.allows("setup", action):
+            return False                    # hidden: a read-only cockpit
         if (self.running and action in ("start", "resume", "plan")) or \
                 (not self.running and action in ("cancel_all", "cancel_rank")):
             return None                     # shown greyed out: not now
-        return self.ctx.allows("setup", action)
+        return True
 
     def action_next_job(self) -> None:
         self.job = CHOICES[(CHOICES.index(self.job) + 1) % len(CHOICES)]
