@@ -178,7 +178,8 @@ SYSROOT_VAR = "R37_SIM_ROOT"   # unset on a real host: the sampler reads /proc a
 
 KLOG_TAG = "#r37"   # the kernel-log reader's own notes (`K #r37 source …`, `K #r37 readable`)
 # what passes the kernel-log filter besides Xid lines: journalctl's and dmesg's refusals
-KLOG_DENIED_PATTERNS = ("*Hint:*", "*'not seeing messages'*", "*'insufficient permissions'*",
+# (and journalctl's `-- No entries --`: an unreadable journal prints it after its hint, it proves nothing)
+KLOG_DENIED_PATTERNS = ("'-- No entries --'", "*Hint:*", "*'not seeing messages'*", "*'insufficient permissions'*",
                         "*'not permitted'*", "*'ermission denied'*")
 
 

@@ -102,6 +102,8 @@ class _RankSampler:
             else:
                 klog = KlogStatus(note.text, None)   # type: ignore[arg-type]
         elif note.what == "readable":
+            if cur.readable is False:
+                return                               # refused: a line of another kind proves nothing
             klog = KlogStatus(cur.source, True)
         elif cur.readable:
             return                                   # a line of it was read: a later hint changes nothing
