@@ -179,8 +179,8 @@ SYSROOT_VAR = "R37_SIM_ROOT"   # unset on a real host: the sampler reads /proc a
 KLOG_TAG = "#r37"   # the kernel-log reader's own notes (`K #r37 source …`, `K #r37 readable`)
 # what passes the kernel-log filter besides Xid lines: journalctl's and dmesg's refusals
 # (and journalctl's `-- No entries --`: an unreadable journal prints it after its hint, it proves nothing)
-KLOG_DENIED_PATTERNS = ("'-- No entries --'", "*Hint:*", "*'not seeing messages'*", "*'insufficient permissions'*",
-                        "*'not permitted'*", "*'ermission denied'*")
+KLOG_DENIED_PATTERNS = ("'-- No entries --'", "*Hint:*", "*'not seeing messages'*",
+                        "*'insufficient permissions'*", "*'not permitted'*", "*'ermission denied'*")
 
 
 def kernel_log_reader(since_s: int, max_lines: int = 10000) -> str:
