@@ -313,7 +313,7 @@ def gpu_events_block(stats: ClusterStats, now: float, width: int, xid_window_s: 
              for r, s in ranks}
     if all(m is None for m in masks.values()) and all(s.klog.source is None for _, s in ranks):
         return None
-    text = Text(no_wrap=True, overflow="ellipsis")
+    text = Text(no_wrap=True, overflow="ellipsis")     # one line per row, cut with … where too wide
     text.append("clock events ", style="bold")
     for i, (r, _s) in enumerate(ranks):
         names = reasons_of(masks[r])
@@ -337,7 +337,8 @@ def gpu_events_block(stats: ClusterStats, now: float, width: int, xid_window_s: 
         if recent:
             newest = recent[-1]
             more = f" +{len(recent) - 1}" if len(recent) > 1 else ""
-            text.append(f"{newest.xid} {safe(newest.name, 40)}{more}",
+            name = f" {safe(newest.name, 40)}" if width >= WIDE else ""
+            text.append(f"{newest.xid}{name}{more}",
                         style="fail" if any(x.critical for x in recent) else "warn")
         elif s.klog.readable:
             text.append("none", style="ok.soft")
@@ -350,10 +351,7 @@ def gpu_events_block(stats: ClusterStats, now: float, width: int, xid_window_s: 
         text.append("\n")
         text.append(f"rank {r} kernel log not readable: ", style="warn")
         text.append(safe(reason, 400), style="muted")
-    lines = text.split("\n")
-    for line in lines:
-        line.truncate(max(20, width), overflow="ellipsis")
-    return Text("\n").join(lines)
+    return text
 
 
 def alerts_block(alerts: Sequence[Alert], width: int) -> Text:
