@@ -178,18 +178,19 @@ SYSROOT_VAR = "R37_SIM_ROOT"   # unset on a real host: the sampler reads /proc a
 
 KLOG_TAG = "#r37"   # the kernel-log reader's own notes (`K #r37 source …`, `K #r37 readable`)
 # what passes the kernel-log filter besides Xid lines: journalctl's and dmesg's refusals
-# (and journalctl's `-- No entries --`: an unreadable journal prints it after its hint, it proves nothing)
-KLOG_DENIED_PATTERNS = ("'-- No entries --'", "*Hint:*", "*'not seeing messages'*",
+ISO_DATE = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T"   # a case pattern: how a kernel line begins
+KLOG_DENIED_PATTERNS = ("*Hint:*", "*'not seeing messages'*",
                         "*'insufficient permissions'*", "*'not permitted'*", "*'ermission denied'*")
 
 
 def kernel_log_reader(since_s: int, max_lines: int = 10000) -> str:
     """The kernel-log part of the sampler channel (a bash background job): `K LINE` per NVRM Xid line (and
     per refusal of journalctl/dmesg), `K #r37 source journalctl|dmesg|none` first, `K #r37 readable` once a
-    kernel line of any kind was read (the log is readable even when it holds no Xid), `X K STATUS` when the
-    reader ended. journalctl -k: first the newest kernel line of this boot (a readable journal always has
-    one), then the last `since_s` seconds (at most `max_lines` lines) and every new line; without
-    journalctl, `dmesg -w`. Read-only; everything else of the kernel log is dropped on the host."""
+    kernel line of any kind was read (one that begins with an ISO date, as both tools print them with the
+    options used here: the log is readable even when it holds no Xid; a hint or `-- No entries --` is not),
+    `X K STATUS` when the reader ended. journalctl -k: first the newest kernel line of this boot (a readable
+    journal always has one), then the last `since_s` seconds (at most `max_lines` lines) and every new line;
+    without journalctl, `dmesg -w`. Read-only; everything else of the kernel log is dropped on the host."""
     since = int(since_s)
     lines = int(max_lines)
     if since <= 0 or lines <= 0:
@@ -206,7 +207,7 @@ def kernel_log_reader(since_s: int, max_lines: int = 10000) -> str:
         "elif command -v dmesg >/dev/null 2>&1; then " + note + f" dmesg; {dmesg} 2>&1; "
         "else " + note + " none; false; fi </dev/null | "
         "{ s=0; while IFS= read -r l; do case $l in " + passed + ") printf 'K %s\\n' \"$l\";; "
-        f"*) if [ $s = 0 ]; then s=1; printf 'K {KLOG_TAG} readable\\n'; fi;; esac; done; }}; "
+        f"{ISO_DATE}*) if [ $s = 0 ]; then s=1; printf 'K {KLOG_TAG} readable\\n'; fi;; esac; done; }}; "
         "printf 'X K %s\\n' \"${PIPESTATUS[0]}\"; } &"
     )
 

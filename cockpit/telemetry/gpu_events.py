@@ -136,7 +136,7 @@ UNKNOWN_XID_REMEDY = ("look the Xid up in NVIDIA's Xid Errors document (docs.nvi
 XID_SEVERITY_CRITICAL = "fail"
 
 MAX_KLINE = 2000                       # a kernel log line longer than this is cut before it is read
-_XID = re.compile(r"NVRM: Xid \((PCI:[0-9A-Fa-f:.]{1,32})\): ([0-9]{1,5})(?:,\s?(.*))?")
+_XID = re.compile(r"NVRM: Xid \((PCI:[0-9A-Fa-f:.]{1,32})\): ([0-9]{1,5})(?:,\s?(.*))?$")
 _STAMP = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:[,.]([0-9]{1,9}))?"
                     r"(Z|[+-][0-9]{2}:?[0-9]{2})?")
 

@@ -48,7 +48,9 @@ def clock_events_dict(s: RankStats, now: float) -> dict[str, Any]:
     """The clock event reasons of the newest GPU reading: `mask` null and `active` null when not reported
     (GB10 `[N/A]`, or no reading), never an empty list for "unknown"."""
     mask = s.gpu.event_reasons if s.gpu is not None else None
-    return {"mask": None if mask is None else f"{mask:#018x}", "active": reasons_of(mask),
+    names = reasons_of(mask)
+    return {"mask": None if mask is None else f"{mask:#018x}",
+            "active": None if names is None else list(names),
             "active_for_s": {name: max(0.0, now - since) for name, since in s.reasons_since.items()}}
 
 

@@ -14,7 +14,8 @@ from cockpit.telemetry.cluster_stats import Alert
 from cockpit.telemetry.gpu_events import REASON_REMEDY, KlogStatus, XidEvent
 from cockpit.tui.app import CockpitApp
 
-XID_79 = XidEvent(79, "PCI:000f:01:00", NOW - 130, "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
+XID_79 = XidEvent(79, "PCI:000f:01:00", NOW - 130,
+                  "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
 DENIED = ("journalctl: this login may not read the system journal; add the login to the systemd-journal "
           "(or adm) group on the host")
 

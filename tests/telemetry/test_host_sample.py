@@ -90,7 +90,8 @@ def test_sampler_output_parses_into_rounds(tmp_path: Path) -> None:
 
 def test_reader_takes_real_h200_lines_and_rejects_junk() -> None:
     reader = SamplerReader()
-    line = "2026/12/01 07:56:19.870, 0, NVIDIA H200, 100, 1485, 1980, 706.23, 60, P0, 143771, 1011, 0x0000000000000000"
+    line = ("2026/12/01 07:56:19.870, 0, NVIDIA H200, 100, 1485, 1980, 706.23, 60, P0, 143771, 1011, "
+            "0x0000000000000000")
     got = reader.feed("G " + line)
     assert isinstance(got, GpuReading) and got.sm == 1485 and got.memory_kind == "discrete"
     assert isinstance(reader.feed("G NVIDIA-SMI has failed because it couldn't communicate"), GpuParseError)
