@@ -135,6 +135,7 @@ UNKNOWN_XID_REMEDY = ("look the Xid up in NVIDIA's Xid Errors document (docs.nvi
                       "and read the kernel log around it (`journalctl -k`)")
 XID_SEVERITY_CRITICAL = "fail"
 
+MAX_XID_KEYS = 4096                    # distinct Xid lines remembered per rank, so that none counts twice
 MAX_KLINE = 2000                       # a kernel log line longer than this is cut before it is read
 _XID = re.compile(r"NVRM: Xid \((PCI:[0-9A-Fa-f:.]{1,32})\): ([0-9]{1,5})(?:,\s?(.*))?$")
 _STAMP = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:[,.]([0-9]{1,9}))?"

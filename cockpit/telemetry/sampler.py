@@ -16,7 +16,7 @@ from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, Host, HostUnavailable, ShellCommand, stats_sampler
 from cockpit.telemetry.cluster_stats import MAX_XIDS, MIB, ClusterStats, MemoryStats, stale_after
 from cockpit.telemetry.gpu import GpuParseError, GpuReading
-from cockpit.telemetry.gpu_events import KLOG_REMEDY, KlogStatus, XidEvent, reasons_of
+from cockpit.telemetry.gpu_events import KLOG_REMEDY, MAX_XID_KEYS, KlogStatus, XidEvent, reasons_of
 from cockpit.telemetry.host_sample import (
     APP_FIELDS,
     GPU_FIELDS,
@@ -36,7 +36,6 @@ SILENT_MIN_S = 10.0           # ... (and at least this long) is closed and start
 CLOSE_WAIT_S = 2.0            # a channel being closed gets this long to end
 APP_GONE_ROUNDS = 2.5         # a compute process not listed for this many intervals has gone
 MAX_APPS = 64
-MAX_XID_KEYS = 4096           # distinct Xid lines remembered per rank so that none is counted twice
 
 
 def memory_of(meminfo: dict[str, int], gpu: GpuReading | None, apps: tuple[GpuApp, ...]) -> MemoryStats:
