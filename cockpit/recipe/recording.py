@@ -37,8 +37,8 @@ from cockpit.recipe.ledger import cluster_key
 from cockpit.recipe.lock import local_host, local_user
 from cockpit.safetext import clip
 from cockpit.telemetry.cluster_stats import ENGINE_SERIES, RANK_SERIES, Alert, ClusterStats, History
-from cockpit.telemetry.recorder import MAX_TEXT, SUFFIX, Event, Recorder, Retention
 from cockpit.telemetry.gpu_events import MAX_XID_KEYS
+from cockpit.telemetry.recorder import MAX_TEXT, SUFFIX, Event, Recorder, Retention
 
 if TYPE_CHECKING:
     from cockpit.recipe.monitor import StatsMonitor

@@ -52,8 +52,8 @@ def test_every_stats_point_once_and_alerts_raised_then_cleared(fixed_config, tmp
 def test_each_xid_line_is_one_event_with_its_remedy(fixed_config, tmp_path: Path) -> None:
     rec = _recording(fixed_config, tmp_path)
     stats = ClusterStats(fixed_config.ranks, 1.0)
-    x79 = XidEvent(79, "PCI:000f:01:00", 1_800_000_000.0, "pid='<unknown>', name=<unknown>, GPU has fallen off "
-                   "the bus.")
+    x79 = XidEvent(79, "PCI:000f:01:00", 1_800_000_000.0,
+                   "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
     x13 = XidEvent(13, "PCI:000f:01:00", 1_800_000_050.0, "pid=7, name=python3, Graphics SM Warp Exception")
     stats.update(2, xids=(x79,))
     rec.record_stats(stats)
