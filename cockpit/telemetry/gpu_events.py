@@ -67,6 +67,14 @@ def reason_label(name: str) -> str:
     return REASONS[name][1] if name in REASONS else name
 
 
+def reasons_text(mask: int | None) -> str:
+    """`idle, SW power cap`; `none` (no reason active); `n/a` (not reported: not known)."""
+    names = reasons_of(mask)
+    if names is None:
+        return "n/a"
+    return ", ".join(reason_label(n) for n in names) if names else "none"
+
+
 REASON_REMEDY = {
     "thermal": "the GPU is slowed by its temperature: check the host's airflow and ambient temperature, that "
                "nothing blocks the vents, and the fan/temperature history (`nvidia-smi -q -d TEMPERATURE,"

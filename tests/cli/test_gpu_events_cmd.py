@@ -121,6 +121,16 @@ def test_throttle_xid_and_an_unreadable_kernel_log(fresh_demo_cluster: SimCluste
         readable = {s.labels["rank"]: s.value for s in samples if s.name == "r37_gpu_kernel_log_readable"}
         assert readable == {"0": 1.0, "1": 1.0, "2": 1.0, "3": 0.0}
 
+        text = cli(cluster)                                         # the one-off table says the same
+        assert text.returncode == 1, text.stdout + text.stderr
+        lines = text.stdout.splitlines()
+        assert "  rank 1: clocks idle, SW thermal, HW thermal; Xid none (journalctl)" in lines
+        assert any(line.startswith("  rank 2: clocks idle; Xid 79 GPU has fallen off the bus (critical, ")
+                   for line in lines)
+        assert any(line.startswith("  rank 3: clocks idle; Xid not readable: journalctl: this login may not "
+                                   "read the system journal") for line in lines)
+        assert "FAIL rank 2 gpu-xid: Xid 79 GPU has fallen off the bus" in text.stdout
+
         cluster.fault(1, "gpu-thermal", on=False)
         healed = watch.until(lambda o: not o["alerts"], XID_WINDOW_S + 40, "thermal healed, Xid aged out")
         assert healed["ranks"][2]["xid"]["total"] == {"79": 1}       # still counted, no longer alerting

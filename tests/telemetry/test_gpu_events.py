@@ -13,6 +13,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
+from cockpit.cli.stats_cmd import watch_line
 from cockpit.config import StatsSection
 from cockpit.hosts.shell import kernel_log_reader
 from cockpit.hosts.state import HostState, HostStatus
@@ -284,3 +285,11 @@ def test_exporter_families() -> None:
         == {("1", "79"): 2.0}
     assert {s.labels["rank"]: s.value for s in samples if s.name == "r37_gpu_kernel_log_readable"} \
         == {"0": 0.0, "1": 1.0}
+
+
+def test_watch_line_names_a_held_throttling_reason() -> None:
+    stats = ClusterStats([0, 1], 1.0)
+    stats.put(_rank(0, 0x4, {"sw_power_cap": NOW - 60}))
+    stats.put(_rank(1, 0x80, {"hw_power_brake_slowdown": NOW - 60}))
+    assert "clocks:" not in watch_line(stats.ranks[0], stats, NOW)     # a power cap is how a GPU runs
+    assert watch_line(stats.ranks[1], stats, NOW).endswith("  clocks: power brake")
