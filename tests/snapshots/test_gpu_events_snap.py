@@ -53,3 +53,17 @@ def test_throttled_rank_and_xid(snap_compare, fixed_config, monkeypatch, size) -
         await show(app, pilot)
 
     assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_rank_detail_with_an_xid(snap_compare, fixed_config, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    frozen(monkeypatch)
+    app = CockpitApp(fixed_config, connect=False)
+    monkeypatch.setattr(app.ctx.monitor.sampler, "command",
+                        lambda rank: f"exec bash -c 'sampler of rank {rank}'")
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        fill(app.ctx.monitor.stats, **scene_ranks())  # type: ignore[arg-type]
+        app.ctx.monitor.stats.set_alerts(ALERTS)
+        await show(app, pilot, detail=2)
+
+    assert snap_compare(app, terminal_size=(160, 48), run_before=before)

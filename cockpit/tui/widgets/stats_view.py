@@ -391,6 +391,38 @@ def _history_lines(history: History, width: int) -> Text:
     return text
 
 
+def _events_detail(s: RankStats, now: float, base: str) -> Text:
+    """The rank's clock event reasons (each active one with how long) and its newest Xid lines (or why its
+    kernel log is not read); empty while neither was ever reported."""
+    text = Text()
+    mask = s.gpu.event_reasons if s.gpu is not None else None
+    if mask is None and s.klog.source is None and not s.xids:
+        return text
+    text.append("\nclock events", style="bold")
+    names = reasons_of(mask)
+    if names is None:
+        text.append("  n/a (not reported)", style="muted")
+    elif not names:
+        text.append("  none active", style="ok.soft")
+    for name in names or ():
+        since = s.reasons_since.get(name)
+        held = f" for {span(max(0.0, now - since))}" if since is not None else ""
+        text.append(f"  {reason_label(name)}{held}", style="fail" if name in BAD_REASONS else base)
+    text.append("\nXid", style="bold")
+    if s.klog.readable is False:
+        text.append(f"  kernel log {safe(s.klog.text(), 600)}", style="warn")
+    elif not s.xids:
+        text.append(f"  none read ({safe(s.klog.source or '', 20)})" if s.klog.readable else
+                    f"  {safe(s.klog.text(), 300)}", style="ok.soft" if s.klog.readable else "muted")
+    for x in s.xids[-5:]:
+        age = s.xid_age(x, now)
+        when = f"{span(age)} ago" if age is not None else "time unknown"
+        text.append(f"\n  Xid {x.xid} {safe(x.name, 60)} on {safe(x.pci, 40)}, {when}",
+                    style="fail" if x.critical else "warn")
+        text.append(f"  {safe(x.detail, 160)}", style="muted")
+    return text
+
+
 def rank_detail(stats: ClusterStats, rank: int, now: float, width: int, command: str,
                 starts: int, history: History | None = None,
                 history_note: str | None = None) -> RenderableType:
@@ -415,6 +447,7 @@ def rank_detail(stats: ClusterStats, rank: int, now: float, width: int, command:
         text.append(f"  SM {num(g.sm)} / {num(g.max_sm)} MHz", style=roles.get("sm") or base)
         text.append(f"  {num(g.power_w, '{:.1f}')} W  {num(g.temp_c)} °C  "
                     f"{safe(g.pstate, 8) if g.pstate else UNKNOWN}", style=base)
+    text.append_text(_events_detail(s, now, base))
     text.append("\nmemory", style="bold")
     text.append(f"  {memory_detail(s.memory)}", style=roles.get("mem") or base)
     text.append("\ncompute processes", style="bold")
