@@ -130,8 +130,13 @@ class _RankSampler:
             return False
         now = time.time()
         if isinstance(event, GpuReading):
+            memory = self.stats.ranks[self.rank].memory
+            if memory is not None and memory.kind is None and self.meminfo:
+                # the rounds began before nvidia-smi's first line: the memory's kind is known from now on
+                apps = tuple(sorted((a for a, _ in self.apps.values()), key=lambda a: a.pid))
+                memory = memory_of(self.meminfo, event, apps)
             self.stats.update(self.rank, gpu=event, gpu_at=now, error=None, sampler="sampling",
-                              reasons_since=self._reasons(event, now))
+                              reasons_since=self._reasons(event, now), memory=memory)
         elif isinstance(event, XidEvent):
             self._xid(event)
         elif isinstance(event, KlogNote):
@@ -160,6 +165,7 @@ class _RankSampler:
         ports = tuple(port_stats(p, self.prev_ports.get((p.hca, p.port)), dt) for p in rnd.ports)
         self.prev_ports = {(p.hca, p.port): p for p in rnd.ports}
         self.prev_round = rnd.at
+        self.meminfo = rnd.meminfo
         cur = self.stats.ranks[self.rank]
         fresh = cur.gpu_at is not None and now - cur.gpu_at <= stale_after(self.stats.interval_s)
         gpu = cur.gpu if fresh else None

@@ -131,3 +131,19 @@ def test_memory_kind_comes_from_the_readings() -> None:
     disc = memory_of(meminfo, h200, ())
     assert disc.kind == "discrete" and disc.gpu_used_mib == 1011 and disc.engine_bytes is None
     assert memory_of(meminfo, None, ()).kind is None           # no GPU reading: not assumed either way
+
+
+def test_a_gpu_line_after_the_first_rounds_gives_the_memory_its_kind() -> None:
+    """The rounds can begin before nvidia-smi's first line (a slow tool start): the memory read then has no
+    kind, and the first GPU reading gives it one at once, not a round later (the lab saw `kind=None`)."""
+    from cockpit.telemetry.cluster_stats import ClusterStats
+    from cockpit.telemetry.sampler import _RankSampler
+
+    stats = ClusterStats([0], 1.0)
+    s = _RankSampler(0, stats)
+    for line in ("T 100.0", "M MemTotal: 131961788 kB", "M MemAvailable: 100000000 kB", "E"):
+        s.feed(line)
+    assert stats.ranks[0].memory is not None and stats.ranks[0].memory.kind is None
+    s.feed("G 2026/12/01 07:56:19.870, 0, NVIDIA GB10, 3, 2400, 3003, 40.00, 60, P0, [N/A], [N/A], [N/A]")
+    mem = stats.ranks[0].memory
+    assert mem is not None and mem.kind == "unified" and mem.total_bytes == 131961788 * 1024
