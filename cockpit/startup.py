@@ -2,7 +2,7 @@
 
 Importing the cockpit makes a few hundred thousand objects that live as long as the process (modules,
 classes, functions) and almost no garbage, yet the collector walks the growing heap again and again
-while they are made: about a tenth of the TUI's start (`bench/perf/startup.py` measures it). So the
+while they are made: about a tenth of the TUI's start (`perf/startup.py` measures it). So the
 collector is off from the first line of `r37-cockpit` (`begin`) until the command is ready to run
 (`end`): a headless command before its handler, the TUI once its first frame is drawn, where it also
 collects once and freezes what is left (`gc.freeze`: kept out of every later pass, which otherwise

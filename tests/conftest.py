@@ -13,6 +13,22 @@ from cockpit.config import ClusterConfig, load_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
+# What makes a test slow: a simulated cluster, a real daemon or server. Those are left out of the quick tier
+# (`./scripts/test --quick`, `-m "not cluster"`); CI runs everything.
+CLUSTER_FIXTURES = {"demo_cluster", "fresh_demo_cluster", "lab_cluster", "real_docker", "real_vllm"}
+CLUSTER_DIRS = {"integration", "lab", "docker", "real_vllm"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        try:
+            top = item.path.relative_to(here).parts[0]
+        except ValueError:
+            top = ""
+        if top in CLUSTER_DIRS or CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:

@@ -73,6 +73,13 @@ MAX_EVENT_BYTES = sse.MAX_EVENT_BYTES
 """The largest single event of a streamed answer (1 MiB); the whole answer's text is bounded by
 :data:`~cockpit.api.stream.MAX_ANSWER_CHARS`."""
 _HEADERS = {"User-Agent": "r37-cockpit"}
+
+
+@functools.cache
+def _tls_context() -> Any:
+    """httpx's default TLS context (certifi's CAs), made once: building one loads every CA certificate
+    (~10 ms of CPU), and the liveness probe opens a client every few seconds (perf/watch_cost.py)."""
+    return httpx.create_ssl_context()
 _CHAT_PATH = "/v1/chat/completions"
 STREAM_INTERVAL = STREAM_FRAME_MS / 1000
 """Once an answer's first token is in, its socket is read at most this often (s); see :class:`ApiClient`."""
@@ -189,6 +196,7 @@ class ApiClient:
             # Headers and body go out in separate writes: without TCP_NODELAY, Nagle holds the body
             # until the server's delayed ACK (~40 ms on Linux), which would show up in every TTFT.
             transport=httpx.AsyncHTTPTransport(
+                verify=_tls_context(),
                 socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
                 limits=httpx.Limits(max_connections=max_connections,
                                     max_keepalive_connections=max_connections)),
@@ -407,7 +415,7 @@ class ApiClient:
         """One streamed request as lists of events, a list per body piece read.
 
         A single generator on purpose: every paced read wakes the whole stack of awaiting frames, and
-        on a small VM a wakeup costs more than the bytes it brings (see bench/perf/stream.py).
+        on a small VM a wakeup costs more than the bytes it brings (see perf/stream.py).
         """
         url = self._url(_CHAT_PATH)
         body = request.to_body(stream=True)

@@ -1,7 +1,7 @@
 """Every top-level command: the module that registers and runs it, and its one-line summary, in help
 order. The CLI imports a command's module only when that command runs (or its own `--help` is asked
 for), so `r37-cockpit --help` and `--version` start without importing the cockpit's layers, and a
-headless command pays only for what it uses (bench/perf/startup.py)."""
+headless command pays only for what it uses (perf/startup.py)."""
 
 from __future__ import annotations
 

@@ -379,7 +379,7 @@ SSH_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-pol
                "aes256-ctr", "aes192-ctr", "aes128-ctr")
 """The ciphers the cockpit offers, in its order of preference: AES-GCM first, because it costs the
 cockpit's SSH client a fifth less CPU per packet than ChaCha20-Poly1305 (255-279 vs 316-321 µs per streamed
-token through the tunnel, ``bench/perf/stream.py --tunnel``); every OpenSSH since 6.5 has all six."""
+token through the tunnel, ``perf/stream.py --tunnel``); every OpenSSH since 6.5 has all six."""
 
 
 def cipher_list(value: list[str]) -> list[str]:

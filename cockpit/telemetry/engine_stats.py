@@ -38,6 +38,7 @@ from cockpit.api.liveness import (
     RUNNING,
     WAITING,
     read_metrics_text,
+    wanted_lines,
 )
 
 PREEMPTIONS = "vllm:num_preemptions_total"
@@ -129,6 +130,7 @@ def parse_snapshot(text: str, at: float) -> Snapshot:
     counted; text with none of vLLM's families is an error."""
     values: dict[str, dict[Labels, float]] = {}
     skipped = 0
+    text = wanted_lines(text, WANTED)       # the families read here, not every histogram of the engine
     try:
         _collect(text_string_to_metric_families(text), values)
     except PARSE_ERRORS:

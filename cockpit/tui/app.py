@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from cockpit.hosts.origin import add_resolver, asking
 from cockpit.locations import user_themes_dir
 from cockpit.recipe import history
 from cockpit.recipe.recording import Recording, path_for, recording_for
-from cockpit.recipe.timeline import ApiChanged
+from cockpit.recipe.timeline_events import LaunchEvent
 from cockpit.safetext import neutralise, safe
 from cockpit.telemetry.notify import AlertNotifier, notifier_for
 from cockpit.tui import uistate
@@ -125,6 +125,7 @@ class CockpitApp(App[None]):
         self.clusters = list(clusters)      # every cluster `C` can switch to (this one among them)
         self._active = self._index_of(config_path)
         self.generation = 0                 # +1 per switch: messages of the cluster before are dropped
+        self._panes: list[Pane] = []
         self.recording: Recording | None = None   # the flight recorder of the open cluster, while connected
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
@@ -165,7 +166,7 @@ class CockpitApp(App[None]):
         def host_status(status: HostStatus) -> None:
             self.post_message(HostStatusChanged(status, gen))
 
-        def cluster_event(event: object) -> None:
+        def cluster_event(event: LaunchEvent) -> None:
             self.post_message(ClusterChanged(event, gen))
 
         def stats() -> None:
@@ -214,7 +215,7 @@ class CockpitApp(App[None]):
     def _freeze_startup_objects(self) -> None:
         """The first frame is drawn: the start-up is over (`cockpit.startup`). Widgets and modules live as
         long as the app: frozen, they stay out of full GC passes, which otherwise stall the UI ~90 ms every
-        second or so under a log flood (bench/perf/logs.py --gc-freeze)."""
+        second or so under a log flood (perf/logs.py --gc-freeze)."""
         startup.end(freeze=True)
 
     async def on_unmount(self) -> None:
@@ -277,6 +278,7 @@ class CockpitApp(App[None]):
         self.ctx = CockpitContext(config, ref.path, self.fleet, api_url=self.api_url,
                                   read_only=self.read_only_flag)
         await self.recompose()
+        self._panes = []
         self._connect()
         self.refresh_header()
         if shown:
@@ -290,7 +292,12 @@ class CockpitApp(App[None]):
         return self.query_one(f"#{pane_id}-pane", Pane)
 
     def panes(self) -> list[Pane]:
-        return list(self.query(Pane))
+        """Every pane (kept from the last look while they stay attached: a DOM query per model event
+        and per tick was a visible share of the watching cockpit's CPU, perf/watch_cost.py)."""
+        if self._panes and self._panes[0].is_attached:
+            return self._panes
+        self._panes = list(self.query(Pane))
+        return self._panes
 
     def shown_pane(self) -> Pane | None:
         tabs = self.query(TabbedContent)
@@ -305,24 +312,25 @@ class CockpitApp(App[None]):
 
     # ---- the live model -------------------------------------------------------------------------------
 
+    def _broadcast(self, tell: Callable[[Pane], None]) -> None:
+        """Tell every composed pane (a pane not yet composed, or gone while closing, draws from the model
+        when it is)."""
+        for pane in self.panes():
+            if pane.composed:
+                tell(pane)
+
     def on_cluster_changed(self, message: ClusterChanged) -> None:
-        """The live model changed: the header and the launch pane render it again."""
-        panes = self.query(LaunchPane)
-        if not panes or not panes.first().composed or message.cluster != self.generation:
+        """The live model changed: every pane and the header render it again."""
+        if message.cluster != self.generation:
             return
-        panes.first().apply(message.event)  # type: ignore[arg-type]
-        if isinstance(message.event, ApiChanged):
-            for chat in self.query(ChatPane):
-                chat.api_changed()
+        self._broadcast(lambda pane: pane.model_changed(message.event))
         self.refresh_header()
 
     def on_stats_changed(self, message: StatsChanged) -> None:
-        """The monitor judged again: the header (alert count) always, the Stats pane when shown."""
+        """The monitor judged again: every pane (a hidden one catches up when shown) and the header."""
         if message.cluster != self.generation:
             return
-        for pane in self.query(StatsPane):
-            if pane.composed:
-                pane.stats_changed()
+        self._broadcast(lambda pane: pane.stats_changed())
         self.refresh_header()
 
     def on_host_status_changed(self, message: HostStatusChanged) -> None:
@@ -332,10 +340,9 @@ class CockpitApp(App[None]):
     def show_status(self, status: HostStatus) -> None:
         """Render one host's new status everywhere it shows (nowhere once the app is closing: the fleet
         closes in `on_unmount`, after the panes are gone, and its hosts still report CLOSED)."""
-        panes = self.query(HostsPane)
-        if not panes or not panes.first().composed:
+        if not self.panes():
             return
-        panes.first().update_status(status)
+        self._broadcast(lambda pane: pane.host_changed(status))
         self.refresh_header()
 
     def _tick(self) -> None:
@@ -343,34 +350,26 @@ class CockpitApp(App[None]):
             return
         for notice in self.ctx.watcher.ledger.pop_warnings():   # a corrupt launch ledger kept aside, …
             self.notify(safe(notice.message), title=notice.code, severity="warning", timeout=30)
-        panes = self.query(HostsPane)
-        if not panes:
+        if not self.panes():
             return                          # between two clusters' panes
-        pane = panes.first()
-        for status in pane.statuses:
-            if not status.connected:
-                pane.update_status(status)  # ages of non-connected states move on
+        for status in self.fleet.statuses:
+            if not status.connected:            # the ages of non-connected states move on
+                self.show_status(status)
         self.refresh_header()
 
     def refresh_header(self) -> None:
-        hosts, header = self.query(HostsPane), self.query(ClusterHeader)
-        if not hosts or not hosts.first().composed or not header:
+        header = self.query(ClusterHeader)
+        if not header or not self.panes():
             return                          # between two clusters' panes (a switch recomposes), closing
-        header.first().show(self.cluster_title(), hosts.first().statuses,
+        header.first().show(self.cluster_title(), self.fleet.statuses,
                                            self.ctx.watcher.timeline, self.ctx.watcher.looked(),
                                            self.ctx.monitor.stats.alerts, read_only=self.ctx.read_only)
 
     # ---- quitting -------------------------------------------------------------------------------------
 
     def busy(self) -> str:
-        """What would be cut short by quitting now ("" when nothing is)."""
-        launch = self.query(LaunchPane)
-        if launch and launch.first().launching:
-            return "a launch is in progress (its containers keep booting on the hosts)"
-        setup = self.query(SetupPane)
-        if setup and setup.first().running:
-            return "a setup job is running (quitting cancels its remote commands)"
-        return ""
+        """What would be cut short by quitting now ("" when nothing is): every pane is asked."""
+        return "; ".join(why for pane in self.panes() if (why := pane.busy()))
 
     async def action_quit(self) -> None:
         why = self.busy()

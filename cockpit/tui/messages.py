@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from cockpit.recipe.launch import DryRun, Gate
     from cockpit.recipe.setup_model import SetupEvent, SetupPlan
     from cockpit.recipe.stop import StopItem
+    from cockpit.recipe.timeline_events import LaunchEvent
     from cockpit.telemetry.logline import LogLine
 
 
@@ -37,7 +38,7 @@ class HostStatusChanged(Message):
 class ClusterChanged(Message):
     """The live model of the cluster changed (`event` says how); `cluster` as for HostStatusChanged."""
 
-    event: object
+    event: LaunchEvent
     cluster: int = 0
 
 

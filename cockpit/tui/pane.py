@@ -5,6 +5,11 @@ selector; none: the pane itself), takes the focus when it is shown, builds its k
 bindings (so a key remapped in ``[ui.keymap]`` shows as remapped), redraws when the theme changes
 (:meth:`refresh_view`), and shows a failed worker's error and remedy on its error line instead of
 swallowing it. Panes keep no verdict of their own: they render the context's live model.
+
+The app talks to every pane through this contract, never by pane class: it broadcasts the live model's
+events (:meth:`model_changed`), the stats monitor's judgements (:meth:`stats_changed`) and host status
+changes (:meth:`host_changed`) to every composed pane, and asks each pane what quitting or switching
+clusters would cut short (:meth:`busy`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import Worker
 
+from cockpit.hosts import HostStatus
+from cockpit.recipe.timeline_events import LaunchEvent
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.keys import current_bindings, hints, key_for
 
@@ -109,6 +116,22 @@ class Pane(Vertical):
 
     def on_mount(self) -> None:
         self.mount(Static(id="pane-error", markup=False))
+
+    # ---- what the app tells every pane ----------------------------------------------------------------
+
+    def busy(self) -> str:
+        """What quitting or switching clusters now would cut short ("a benchmark is running …"); "" when
+        nothing would."""
+        return ""
+
+    def model_changed(self, event: LaunchEvent) -> None:
+        """The live model of the cluster changed (`event` says how)."""
+
+    def stats_changed(self) -> None:
+        """The stats monitor judged again (`ctx.monitor.stats` may have changed)."""
+
+    def host_changed(self, status: HostStatus) -> None:
+        """One host's connection status changed (or, when not connected, its age moved on)."""
 
     # ---- worker errors --------------------------------------------------------------------------------
 

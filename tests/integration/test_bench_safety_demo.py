@@ -1,4 +1,4 @@
-"""The recipe's safety rules hold for the benchmarks in `bench/perf/` too (issue 22, item 9): a benchmark
+"""The recipe's safety rules hold for the benchmarks in `perf/` too (issue 22, item 9): a benchmark
 refuses hosts `sim up` did not make and a cluster with an engine container, and removes only the containers
 whose IDs it created — never one by name, never with `rm -f`."""
 
@@ -16,7 +16,7 @@ from cockpit.recipe import containers as dk
 from cockpit.recipe.launch import inspect_container
 
 ROOT = Path(__file__).parents[2]
-sys.path.insert(0, str(ROOT / "bench" / "perf"))
+sys.path.insert(0, str(ROOT / "perf"))
 
 import flood  # noqa: E402
 

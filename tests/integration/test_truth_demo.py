@@ -20,7 +20,7 @@ from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.replace import execute_replace, plan_replace
 from cockpit.recipe.stop import execute_stop, plan_stop
 from cockpit.recipe.timeline import LaunchEvent
-from cockpit.recipe.watch import ClusterWatcher
+from cockpit.recipe.watch import ClusterWatcher, phase_limits
 
 LIMIT_S = 3.0
 
@@ -210,7 +210,8 @@ async def test_stop_and_relaunch_tell_no_transient_lie(fresh_demo_cluster) -> No
             items = await plan_replace(fleet, cfg, ledger)
             assert [i.action for i in items] == ["replace"] * 4, items
             assert all(o.ok for o in await execute_replace(fleet, cfg, items, ledger))
-            launcher = L.Launcher(fleet, cfg, ledger=ledger, watcher=watcher)
+            # the boot has its time, as `launch --phase-limit 120` gives it (a loaded machine boots slowly)
+            launcher = L.Launcher(fleet, cfg, ledger=ledger, watcher=watcher, stuck_limits=phase_limits(120))
             assert await launcher.launch()
             assert await launcher.run_until(lambda t: t.verdict.state == "ready", timeout=120)
             await sampler.close()

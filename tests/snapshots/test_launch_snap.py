@@ -37,7 +37,7 @@ def dry_runs(cfg) -> dict[int, L.DryRun]:  # type: ignore[no-untyped-def]
 
 def feed(pane: LaunchPane, events: list[LaunchEvent]) -> None:
     for ev in pane.timeline.settle(events):
-        pane.apply(ev)
+        pane.model_changed(ev)
 
 
 def boot(pane: LaunchPane, rank: int, lines: list[str], start: float, step: float) -> None:

@@ -46,6 +46,45 @@ async def test_quit_during_a_setup_job_asks_first_and_quits_at_once_otherwise(fi
         assert not app.is_running
 
 
+async def test_a_running_benchmark_asks_before_quit_and_greys_its_start_key(fixed_config) -> None:
+    """The app asks every pane what quitting would cut short (the bench was not asked before)."""
+    from cockpit.tui.dialogs import Confirm
+    from cockpit.tui.panes.bench import BenchPane
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        bench = app.query_one(BenchPane)
+        bench.phase = "running"
+        assert bench.check_action("start", ()) is False and bench.check_action("cancel", ()) is True
+        await pilot.press("q")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, Confirm) and "benchmark is running" in app.screen.question
+        await pilot.press("n")
+        await pilot.pause(0.2)
+        assert app.is_running
+        bench.phase = "finished"
+        assert app.busy() == ""
+
+
+async def test_a_launch_in_progress_greys_the_launch_keys_in_the_footer(fixed_config) -> None:
+    from textual.widgets import Footer
+
+    from cockpit.tui.panes.launch import LaunchPane
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("4")
+        await pilot.pause(0.2)
+        pane = app.query_one(LaunchPane)
+        assert pane.check_action("launch", ()) is not None
+        pane.launching = True
+        await pilot.pause(0.2)
+        assert pane.check_action("launch", ()) is None and pane.check_action("relaunch", ()) is None
+        assert "launch is in progress" in app.busy()
+        footer_keys = {k.action: k.has_class("-disabled") for k in app.query_one(Footer).query("FooterKey")}
+        assert footer_keys.get("launch") is True and footer_keys.get("stop") is False
+
+
 async def test_number_keys_follow_the_panes_that_exist(fixed_config) -> None:
     from cockpit.tui.app import PANES
 

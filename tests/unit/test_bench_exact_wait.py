@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "perf"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "perf"))
 
 from exact_wait import wait_exactly
 

@@ -14,7 +14,7 @@ def _references() -> list[tuple[str, list[str]]]:
     refs = []
     for cell in (c for line in DOC.read_text().splitlines() if line.startswith("|") for c in line.split("|")):
         current = None
-        for token in re.findall(r"(tests/[\w/]+\.py|bench/perf/\w+\.py)|::(\w+)", cell):
+        for token in re.findall(r"(tests/[\w/]+\.py|perf/\w+\.py)|::(\w+)", cell):
             path, name = token
             if path:
                 current = (path, [])

@@ -24,6 +24,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.reactive import reactive
 from textual.widgets import Static
 
 from cockpit.api.endpoint import ApiEndpoint
@@ -78,10 +79,12 @@ class BenchPane(Pane):
     BenchPane #bench-keys { padding: 0 1; }
     """
 
+    phase: reactive[Phase] = reactive("idle", bindings=True)
+    """Where the run is: the footer greys out the keys that do not apply (start while running, …)."""
+
     def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
         super().__init__(ctx, id=id, classes=classes)
         self.suite: SuiteName = "quick"
-        self.phase: Phase = "idle"
         self.show_plots = False
         self.refusal: Refusal | None = None
         self.cell: CellStarted | None = None
@@ -172,14 +175,19 @@ class BenchPane(Pane):
     # ---- keys -----------------------------------------------------------------------------------------
 
     @property
-    def busy(self) -> bool:
+    def working(self) -> bool:
+        """A run is being checked, running or being cancelled."""
         return self.phase in ("checking", "running", "cancelling")
+
+    def busy(self) -> str:
+        return "a benchmark is running (quitting cancels it; its records so far are kept)" if self.working \
+            else ""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("cycle_suite", "start"):
-            return not self.busy
+            return not self.working
         if action == "cancel":
-            return self.busy
+            return self.working
         if action == "toggle_plots":
             return self.summary is not None
         return True
@@ -189,7 +197,7 @@ class BenchPane(Pane):
         self.refresh_view()
 
     def action_cycle_suite(self) -> None:
-        if self.busy:
+        if self.working:
             return
         self.suite = SUITES[(SUITES.index(self.suite) + 1) % len(SUITES)]
         self._changed()
@@ -204,7 +212,7 @@ class BenchPane(Pane):
         (body.scroll_page_down if pages > 0 else body.scroll_page_up)(animate=False)
 
     def action_start(self) -> None:
-        if self.busy:
+        if self.working:
             return
         self.begin()
         self.run_bench(self.options())

@@ -62,6 +62,7 @@ from cockpit.api.errors import REMEDY_PROTOCOL
 from cockpit.api.smoke import all_passed
 from cockpit.api.status import ApiStatus
 from cockpit.api.stream import StreamDeadlines
+from cockpit.recipe.timeline_events import ApiChanged, LaunchEvent
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise
 from cockpit.tui.context import CockpitContext
@@ -190,6 +191,10 @@ class ChatPane(Pane):
     @property
     def api_status(self) -> ApiStatus | None:
         return self.ctx.watcher.timeline.api
+
+    def model_changed(self, event: LaunchEvent) -> None:
+        if isinstance(event, ApiChanged):
+            self.api_changed()
 
     def api_changed(self) -> None:
         """The live model's API status changed: draw it."""

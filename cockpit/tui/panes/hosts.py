@@ -116,6 +116,9 @@ class HostsPane(Pane):
                 f"{s.latency_ms:.1f} ms" if s.latency_ms is not None else "-", Text(fp, style="muted"),
                 Text(err, style="fail.soft")]
 
+    def host_changed(self, status: HostStatus) -> None:
+        self.update_status(status)
+
     def update_status(self, status: HostStatus) -> None:
         self._statuses[status.rank] = status
         table = self.query_one(DataTable)

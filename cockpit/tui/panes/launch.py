@@ -26,6 +26,7 @@ from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.reactive import reactive
 from textual.widgets import Log, Static
 from textual.worker import Worker, WorkerState
 
@@ -77,13 +78,15 @@ class LaunchPane(Pane):
     LaunchPane #launch-context { height: 1fr; min-height: 8; border: round $error; }
     """
 
+    launching: reactive[bool] = reactive(False, bindings=True)
+    """A launch is in progress: the keys that would start another are greyed out in the footer."""
+
     def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
         super().__init__(ctx, id=id, classes=classes)
         self.cfg = ctx.config
         self.dry: dict[int, L.DryRun] = {}
         self.gate: L.Gate | None = None
         self.clock: Callable[[], float] = time.time
-        self.launching = False
         self._shown_failure: Failure | None = None
 
     @property
@@ -204,7 +207,10 @@ class LaunchPane(Pane):
 
     # ---- the model changed ---------------------------------------------------------------------------
 
-    def apply(self, event: LaunchEvent) -> None:
+    def busy(self) -> str:
+        return "a launch is in progress (its containers keep booting on the hosts)" if self.launching else ""
+
+    def model_changed(self, event: LaunchEvent) -> None:
         """One event of the live model (the watcher's, or a snapshot test's): redraw."""
         if isinstance(event, VerdictChanged) and event.verdict.state in ("ready", "down", "stopped"):
             self._notice("")   # "launching …" is over
@@ -241,6 +247,8 @@ class LaunchPane(Pane):
     # ---- actions ----------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.launching and action in ("dry_run", "launch", "relaunch"):
+            return None                     # shown greyed out while a launch runs
         return self.ctx.allows("launch", action)
 
     def action_dry_run(self) -> None:

@@ -10,6 +10,7 @@ from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import reactive
 from textual.widgets import DataTable, Log, Static
 from textual.worker import Worker, WorkerState
 
@@ -119,6 +120,9 @@ class SetupPane(Pane):
     SetupPane #setup-status { height: auto; padding: 0 1; }
     """
 
+    running: reactive[bool] = reactive(False, bindings=True)
+    """A setup job is running: the footer greys out the keys that would start another."""
+
     def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
         super().__init__(ctx, id=id, classes=classes)
         self.job = "all"
@@ -126,7 +130,6 @@ class SetupPane(Pane):
         self.rows: dict[int, RankRow] = {r: RankRow(r) for r in ctx.config.ranks}
         self.plan: SetupPlan | None = None
         self.run_handle: SetupRun | None = None
-        self.running = False
         self.final: SetupFinished | None = None
         self.notice = Text("")
         self.columns: tuple[str, ...] = ()
@@ -317,7 +320,13 @@ class SetupPane(Pane):
 
     # ---- actions ------------------------------------------------------------------------------------
 
+    def busy(self) -> str:
+        return "a setup job is running (quitting cancels its remote commands)" if self.running else ""
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if (self.running and action in ("start", "resume", "plan")) or \
+                (not self.running and action in ("cancel_all", "cancel_rank")):
+            return None                     # shown greyed out: not now
         return self.ctx.allows("setup", action)
 
     def action_next_job(self) -> None:

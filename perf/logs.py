@@ -17,7 +17,7 @@ follower (`docker logs -f -t` over one SSH channel per host) receives them; line
 a baseline measured in the same run (the same lines over a plain SSH channel per host). It FAILS when
 fewer lines than were printed arrived (zero lines = nothing measured).
 
-    python bench/perf/logs.py [--rates 25000,50000,100000,150000] [--step-seconds 4] [--json]
+    python perf/logs.py [--rates 25000,50000,100000,150000] [--step-seconds 4] [--json]
                               [--ssh-dir DIR --ssh-lines 50000]
 
 Targets: >= 50 000 lines/s merged with key latency < 100 ms; <= 300 MB RSS after 1 000 000 lines.
@@ -44,7 +44,7 @@ from cockpit.telemetry.logline import LogLine, format_timestamp, line_from_raw
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.logs import LogsPane
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "tests" / "fixtures" / "cluster.toml"
 RATE_TARGET = 50_000
 RSS_TARGET_MB = 300

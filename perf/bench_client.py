@@ -13,7 +13,7 @@ cell) in a process of its own and reads its timing model from `GET /sim/schedule
 
 Target: |measured / schedule - 1| <= 2 %.
 
-    python bench/perf/bench_client.py [--speed 4] [--max-tokens 100] [--cells 64,256] [--loop uvloop] [--json]
+    python perf/bench_client.py [--speed 4] [--max-tokens 100] [--cells 64,256] [--loop uvloop] [--json]
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ the growth it rightly has is not mistaken for a leak. It refuses a cluster that 
 that has a container of that name; at the end it stops and removes exactly the containers it created (by
 their IDs), never one by name.
 
-    python bench/perf/soak.py --dir DIR [--minutes 60] [--every 60] [--rate 20] [--max-slope 1.0]
+    python perf/soak.py --dir DIR [--minutes 60] [--every 60] [--rate 20] [--max-slope 1.0]
                               [--buffer-lines 1000] [--json]
 
 FAIL (exit 1) when growing, or when no log line reached the store (nothing was measured).

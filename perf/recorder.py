@@ -14,8 +14,8 @@ Two measurements, each next to a floor measured in the same run:
 
 Targets: <= 1 % of one core and <= 50 MB per day for 4 ranks at 1 s.
 
-    python bench/perf/recorder.py
-    python bench/perf/recorder.py --hours 24 --realtime 60 --json
+    python perf/recorder.py
+    python perf/recorder.py --hours 24 --realtime 60 --json
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from cockpit.recipe.recording import Recording
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats
 from cockpit.telemetry.recorder import file_bytes
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 CPU_TARGET_PCT = 1.0
 BYTES_TARGET_PER_DAY = 50e6
 RANKS = 4

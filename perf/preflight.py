@@ -3,11 +3,11 @@ measured in the same run: one plain `ssh HOST true` per host, all in parallel, w
 ssh_config. Hosts are checked in parallel, so preflight time should stay flat as hosts are added.
 Target: preflight <= 2x the floor at every size.
 
-    python bench/perf/preflight.py                         # a 4-host demo cluster in a temp dir
-    python bench/perf/preflight.py --hosts 4 8 16          # one demo cluster per size, one after another
-    python bench/perf/preflight.py --hosts 2 8 --lab       # lab clusters (root, Linux)
-    python bench/perf/preflight.py --dir DIR               # an already running sim cluster (DIR/cluster.toml)
-    python bench/perf/preflight.py --runs 7 --json
+    python perf/preflight.py                         # a 4-host demo cluster in a temp dir
+    python perf/preflight.py --hosts 4 8 16          # one demo cluster per size, one after another
+    python perf/preflight.py --hosts 2 8 --lab       # lab clusters (root, Linux)
+    python perf/preflight.py --dir DIR               # an already running sim cluster (DIR/cluster.toml)
+    python perf/preflight.py --runs 7 --json
 
 Each preflight run opens a fresh Fleet (SSH connect, auth and the checks), like `r37-cockpit preflight`.
 """

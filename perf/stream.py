@@ -17,7 +17,7 @@ engine's per-request timings (`/metrics` histograms `time_to_first_token_seconds
 is the client's own measurement error. The schedule's rate is a long-run mean; a 400-token answer ends on
 a partial step, which puts the engine itself 0.3 % under it.
 
-    python bench/perf/stream.py [--speed 1] [--requests 4] [--max-tokens 400] [--interval S]
+    python perf/stream.py [--speed 1] [--requests 4] [--max-tokens 400] [--interval S]
                                 [--loop uvloop] [--tunnel] [--json]
 
 ``--interval`` is the client's frame: after the first token it reads the socket at most that often
@@ -48,7 +48,7 @@ from cockpit.api import ApiClient, ChatRequest, Finished, StreamError
 from cockpit.api.client import STREAM_INTERVAL
 from cockpit.sim.engine.spawn import free_port, spawn_ready
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 CPU_TARGET_US = 50.0
 ERROR_TARGET_PCT = 1.0
 SHORT_PROMPT = "Write a long essay about the ocean."

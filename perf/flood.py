@@ -10,7 +10,7 @@ for both phases, RSS every few seconds, lines received, and the log store's drop
 per-rank cap, and skipped because a reader outran the pane). The runtime image is loaded first where it
 is missing; the flood containers are the benchmark's own and are removed at the end.
 
-    python bench/perf/flood.py --dir DIR [--seconds 60] [--rate 5000] [--baseline-seconds 10] [--json]
+    python perf/flood.py --dir DIR [--seconds 60] [--rate 5000] [--baseline-seconds 10] [--json]
 
 Targets (issue 11): key latency p99 < 100 ms under the flood; RSS <= 300 MB. FAIL (exit 1) when a target
 is missed or when no flood line reached the store (a benchmark that measured nothing).

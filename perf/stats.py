@@ -17,9 +17,9 @@ that is already running) it falls back to the kernel's fork counter of the whole
 in /proc/stat), which counts every other program too: both baselines are printed so the noise shows.
 Target 0. `sampler.starts` (channels started per rank) is printed before and after the window.
 
-    python bench/perf/stats.py                 # starts a demo cluster in a temp dir, then stops it
-    python bench/perf/stats.py --dir DIR       # an already running `r37-cockpit sim up --dir DIR`
-    python bench/perf/stats.py --seconds 30 --interval 1 --json
+    python perf/stats.py                 # starts a demo cluster in a temp dir, then stops it
+    python perf/stats.py --dir DIR       # an already running `r37-cockpit sim up --dir DIR`
+    python perf/stats.py --seconds 30 --interval 1 --json
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Targets (issue 15): `--version` and `--help` <= 0.15 s of wall time; a headless command's own import
 cost <= 0.25 s; the TUI's first frame <= 1 s and every host connected <= 2 s on the demo cluster.
 
-    python bench/perf/startup.py                 # starts a 4-host demo cluster in a temp dir
-    python bench/perf/startup.py --runs 9 --json
-    python bench/perf/startup.py --dir DIR       # an already running sim cluster (DIR/cluster.toml)
+    python perf/startup.py                 # starts a 4-host demo cluster in a temp dir
+    python perf/startup.py --runs 9 --json
+    python perf/startup.py --dir DIR       # an already running sim cluster (DIR/cluster.toml)
 
 - wall: median wall time of the whole process over --runs runs;
 - own import cost: the command is run for real against the demo cluster and the modules it imported

@@ -16,8 +16,8 @@ few seconds old is past every stuck limit):
 
 The floor beside the figures: the same cycle's counts on the machine without hogs (`--hogs 0`).
 
-    python bench/perf/truth.py [--cycles 3] [--hogs N (default 4 x cores)] [--json]
-    python bench/perf/truth.py --soak 60 [--hogs N]     # long life: the TUI open, status every 30 s
+    python perf/truth.py [--cycles 3] [--hogs N (default 4 x cores)] [--json]
+    python perf/truth.py --soak 60 [--hogs N]     # long life: the TUI open, status every 30 s
 
 Exit 1 when anything was wrong. Only simulated hosts are touched; the script removes only the stopped
 containers its own launches started (through the cockpit's confirmed replace path: `launch
