@@ -45,6 +45,7 @@ from cockpit.recipe.watch import ClusterWatcher
 from cockpit.safetext import safe
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats, RankStats
 from cockpit.telemetry.exporter import ExporterError, MetricsServer
+from cockpit.telemetry.gpu_events import BAD_REASONS, reason_label, reasons_text
 from cockpit.telemetry.notify import notifier_for
 from cockpit.telemetry.stats_json import stats_dict
 
@@ -193,7 +194,7 @@ async def _once(args: argparse.Namespace, cfg: ClusterConfig, interval: float, t
             data["unsampled"] = [{"rank": r, "reason": why} for r, why in missing.items()]
             print_json(data)
         else:
-            print(remedy(args, stats_text(stats, now, hosts)))
+            print(remedy(args, stats_text(stats, now, hosts, cfg.stats.xid_alert_s)))
         for rank, why in missing.items():
             print(f"r37-cockpit: rank {rank} ({safe(hosts[rank])}) could not be sampled: {safe(why)}",
                   file=sys.stderr)
@@ -216,8 +217,27 @@ def _rates(s: RankStats) -> tuple[str, str]:
     return (f"{sum(tx):.2f}" if tx else DASH), (f"{sum(rx):.2f}" if rx else DASH)
 
 
-def stats_text(stats: ClusterStats, now: float, hosts: dict[int, str]) -> str:
-    """The `--once` table: one row per rank, the engine, then every alert with its remedy."""
+def gpu_events_text(stats: ClusterStats, now: float, xid_window_s: float) -> str:
+    """Per rank: the clock event reasons of its newest reading and the Xid lines of its kernel log within the
+    alert window (`not readable: why` / `not known yet` where the log was not read, never "none")."""
+    out = [f"GPU events (clock event reasons; Xid lines of the last {xid_window_s:g} s):"]
+    for rank, s in sorted(stats.ranks.items()):
+        fresh = s.gpu is not None and not s.stale(stats.interval_s, now)
+        reasons = reasons_text(s.gpu.event_reasons) if fresh and s.gpu is not None else DASH
+        recent = [x for x in s.xids if (age := s.xid_age(x, now)) is not None and age <= xid_window_s]
+        if recent:
+            xid = "; ".join(f"{x.xid} {x.name} ({'critical' if x.critical else 'not critical'}, "
+                            f"{s.xid_age(x, now) or 0:.0f} s ago)" for x in recent[-3:])
+        elif s.klog.readable:
+            xid = f"none ({s.klog.source})"
+        else:
+            xid = s.klog.text()
+        out.append(f"  rank {rank}: clocks {reasons}; Xid {safe(xid, 600)}")
+    return "\n".join(out)
+
+
+def stats_text(stats: ClusterStats, now: float, hosts: dict[int, str], xid_window_s: float = 3600) -> str:
+    """The `--once` table: one row per rank, GPU events, the engine, then every alert with its remedy."""
     rows = []
     for rank, s in sorted(stats.ranks.items()):
         g, m = s.gpu, s.memory
@@ -241,6 +261,7 @@ def stats_text(stats: ClusterStats, now: float, hosts: dict[int, str]) -> str:
     for rank, s in sorted(stats.ranks.items()):
         if s.error:
             out.append(f"rank {rank}: {safe(s.error)}")
+    out.append(gpu_events_text(stats, now, xid_window_s))
     out.append(engine_text(stats, now))
     if stats.alerts:
         out.append(f"{len(stats.alerts)} alert(s):")
@@ -279,6 +300,9 @@ def watch_line(s: RankStats, stats: ClusterStats, now: float) -> str:
     """One rank at one interval: util, SM clock, power, temperature, memory available, RDMA and alerts."""
     kinds = [a.kind for a in stats.alerts if a.rank == s.rank]
     tail = f"  alerts: {', '.join(kinds)}" if kinds else ""
+    held = [n for n in s.reasons_since if n in BAD_REASONS]
+    if held:
+        tail = f"  clocks: {', '.join(reason_label(n) for n in held)}{tail}"
     stamp = time.strftime("%H:%M:%S", time.localtime(now))
     if s.sampler != "sampling" or s.stale(stats.interval_s, now):
         age = s.age(now)

@@ -145,6 +145,10 @@ class StatsSection(Strict):
     serve_metrics: Annotated[str, AfterValidator(listen_address)] | None = None
     min_available_gib: Annotated[float, float_range(0, None, "GiB", lo_open=False)] = 5.0  # operators' guard
     kv_cache_alert_pct: Annotated[float, float_range(0, 100, "percent")] = 95.0
+    # an NVRM Xid line younger than this (host clock) is an alert; the kernel log is read this far back
+    xid_alert_s: Annotated[int, int_range(10, 7 * 86400, "seconds")] = 3600
+    # a throttling clock event reason (thermal, power brake, HW slowdown) active this long is an alert
+    throttle_hold_s: Annotated[float, float_range(0, 3600, "seconds")] = 5.0
 
 
 class AlertsSection(Strict):

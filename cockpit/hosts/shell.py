@@ -176,8 +176,44 @@ MEMINFO_KEYS = ("MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached", "Swa
 SYSROOT_VAR = "R37_SIM_ROOT"   # unset on a real host: the sampler reads /proc and /sys themselves
 
 
+KLOG_TAG = "#r37"   # the kernel-log reader's own notes (`K #r37 source …`, `K #r37 readable`)
+# what passes the kernel-log filter besides Xid lines: journalctl's and dmesg's refusals
+ISO_DATE = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T"   # a case pattern: how a kernel line begins
+KLOG_DENIED_PATTERNS = ("*Hint:*", "*'not seeing messages'*",
+                        "*'insufficient permissions'*", "*'not permitted'*", "*'ermission denied'*")
+
+
+def kernel_log_reader(since_s: int, max_lines: int = 10000) -> str:
+    """The kernel-log part of the sampler channel (a bash background job): `K LINE` per NVRM Xid line (and
+    per refusal of journalctl/dmesg), `K #r37 source journalctl|dmesg|none` first, `K #r37 readable` once a
+    kernel line of any kind was read (one that begins with an ISO date, as both tools print them with the
+    options used here: the log is readable even when it holds no Xid; a hint or `-- No entries --` is not),
+    `X K STATUS` when the reader ended. journalctl -k: first the newest kernel line of this boot (a readable
+    journal always has one), then the last `since_s` seconds (at most `max_lines` lines) and every new line;
+    without journalctl, `dmesg -w`. Read-only; everything else of the kernel log is dropped on the host."""
+    since = int(since_s)
+    lines = int(max_lines)
+    if since <= 0 or lines <= 0:
+        raise ValueError("since_s and max_lines must be positive")
+    probe = shlex.join(["journalctl", "-k", "-b", "-n", "1", "-o", "short-iso", "--no-pager"])
+    follow = shlex.join(["journalctl", "-k", "-f", "-o", "short-iso", "--no-pager", f"--since=-{since}s",
+                         "-n", str(lines)])
+    dmesg = shlex.join(["dmesg", "-w", "--time-format=iso"])
+    note = f"printf '{KLOG_TAG} source %s\\n'"
+    passed = "|".join([f"'{KLOG_TAG} '*", "*'NVRM: Xid'*", *KLOG_DENIED_PATTERNS])
+    return (
+        "{ if command -v journalctl >/dev/null 2>&1; then " + note + " journalctl; "
+        f"{probe} 2>&1; {follow} 2>&1; "
+        "elif command -v dmesg >/dev/null 2>&1; then " + note + f" dmesg; {dmesg} 2>&1; "
+        "else " + note + " none; false; fi </dev/null | "
+        "{ s=0; while IFS= read -r l; do case $l in " + passed + ") printf 'K %s\\n' \"$l\";; "
+        f"{ISO_DATE}*) if [ $s = 0 ]; then s=1; printf 'K {KLOG_TAG} readable\\n'; fi;; esac; done; }}; "
+        "printf 'X K %s\\n' \"${PIPESTATUS[0]}\"; } &"
+    )
+
+
 def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequence[str],
-                  hcas: Sequence[str], port: int = 1) -> ShellCommand:
+                  hcas: Sequence[str], port: int = 1, klog_since_s: int | None = None) -> ShellCommand:
     """One long-lived channel of a host's readings, started once: after start-up no process is forked.
 
     `nvidia-smi --query-gpu=… -lms` and `nvidia-smi --query-compute-apps=… -lms` loop in the background
@@ -186,6 +222,7 @@ def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequ
     sleep): each round prints `T EPOCHREALTIME`, the `/proc/meminfo` lines of MEMINFO_KEYS as `M LINE`,
     one `F PATH<TAB>VALUE` per port file of every HCA (its state, the two data counters, every hw_counter)
     and `E`. Paths are read under `${R37_SIM_ROOT-}`, which only a simulated host sets.
+    With `klog_since_s`, the kernel log's NVRM Xid lines too (`kernel_log_reader`, tag `K`).
     """
     if interval_s <= 0:
         raise ValueError("interval must be positive")
@@ -204,6 +241,7 @@ def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequ
     loop = (
         f"R=${{{SYSROOT_VAR}-}}; "
         f"{smi('gpu', gpu_fields, 'G')} {smi('compute-apps', app_fields, 'A')} "
+        + (kernel_log_reader(klog_since_s) + " " if klog_since_s else "") +
         "exec 3<> <(:); "
         "while :; do printf 'T %s\\n' \"$EPOCHREALTIME\"; "
         "while IFS= read -r l; do case $l in " + "|".join(f"{k}:*" for k in MEMINFO_KEYS)

@@ -18,6 +18,7 @@ from cockpit.recipe.checks_host import CLOCK_REMEDY
 from cockpit.recipe.timeline import ClusterTimeline
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats
 from cockpit.telemetry.gpu import GpuReading, clock_verdicts
+from cockpit.telemetry.gpu_events import BAD_REASONS, REASON_REMEDY, THERMAL, reason_label
 
 GIB = 1 << 30
 HOLD_ROUNDS = 10              # a one-off change (a counter that grew) stays listed this many intervals ...
@@ -44,6 +45,51 @@ def _gpu_findings(stats: ClusterStats, fresh: dict[int, GpuReading]) -> list[Fin
             out.append(Finding("gpu-unreadable", rank, s.error,
                                "nvidia-smi cannot read the GPU on this host: check the driver "
                                "(`nvidia-smi` on the host); the sampler tries again every few seconds"))
+    return out
+
+
+def _throttle_findings(stats: ClusterStats, cfg: StatsSection, fresh: Iterable[int],
+                       now: float) -> list[Finding]:
+    """A throttling reason (thermal, power brake, HW slowdown) active for `throttle_hold_s` or longer."""
+    out = []
+    for rank in fresh:
+        held = {name: since for name, since in stats.ranks[rank].reasons_since.items()
+                if name in BAD_REASONS and now - since >= cfg.throttle_hold_s}
+        if not held:
+            continue
+
+        def what(names: Iterable[str], _held: dict[str, float] = held) -> str:
+            return ", ".join(f"{reason_label(n)} for {now - _held[n]:.0f} s" for n in names)
+
+        thermal = [n for n in THERMAL if n in held]
+        if thermal:
+            out.append(Finding("gpu-thermal", rank, f"clocks slowed: {what(thermal)}",
+                               REASON_REMEDY["thermal"], "fail" if "hw_thermal_slowdown" in held else "warn"))
+        if "hw_power_brake_slowdown" in held:
+            out.append(Finding("gpu-power-brake", rank, f"clocks slowed: {what(['hw_power_brake_slowdown'])}",
+                               REASON_REMEDY["hw_power_brake_slowdown"]))
+        if "hw_slowdown" in held and not thermal and "hw_power_brake_slowdown" not in held:
+            out.append(Finding("gpu-hw-slowdown", rank, f"clocks slowed: {what(['hw_slowdown'])}",
+                               REASON_REMEDY["hw_slowdown"]))
+    return out
+
+
+def _xid_findings(stats: ClusterStats, cfg: StatsSection, now: float) -> list[Finding]:
+    """An NVRM Xid line younger than `xid_alert_s` by the host's clock: one alert per rank, the newest
+    critical Xid first (a critical one makes it a failure)."""
+    out = []
+    for rank, s in stats.ranks.items():
+        recent = [x for x in s.xids if (age := s.xid_age(x, now)) is not None and age <= cfg.xid_alert_s]
+        if not recent:
+            continue
+        worst = max(recent, key=lambda x: (x.critical, x.at or 0.0))
+        age = s.xid_age(worst, now) or 0.0
+        others = sorted({x.xid for x in recent} - {worst.xid})
+        more = f" (also Xid {', '.join(map(str, others))})" if others else ""
+        detail = f": {worst.detail[:120]}" if worst.detail else ""
+        out.append(Finding("gpu-xid", rank, f"Xid {worst.xid} {worst.name} on {worst.pci}, {age:.0f} s ago"
+                                            f"{more}{detail}",
+                           f"Xid {worst.xid}: {worst.remedy}", "fail" if worst.critical else "warn"))
     return out
 
 
@@ -129,6 +175,8 @@ def findings(stats: ClusterStats, cfg: StatsSection, timeline: ClusterTimeline |
                                "the host is connected but its sampler is silent: see pane 1 (Hosts)", "warn"))
     gpus = {r: g for r in fresh if (g := stats.ranks[r].gpu) is not None}
     out += _gpu_findings(stats, gpus)
+    out += _throttle_findings(stats, cfg, fresh, now)
+    out += _xid_findings(stats, cfg, now)
     out += _memory_findings(stats, cfg, fresh)
     out += _port_findings(stats, fresh)
     out += _engine_findings(stats, cfg, timeline, now)

@@ -37,6 +37,7 @@ from cockpit.recipe.ledger import cluster_key
 from cockpit.recipe.lock import local_host, local_user
 from cockpit.safetext import clip
 from cockpit.telemetry.cluster_stats import ENGINE_SERIES, RANK_SERIES, Alert, ClusterStats, History
+from cockpit.telemetry.gpu_events import MAX_XID_KEYS
 from cockpit.telemetry.recorder import MAX_TEXT, SUFFIX, Event, Recorder, Retention
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ class Recording:
         self._sampled: dict[int, float] = {}
         self._engine_at = 0.0
         self._alerts: dict[tuple[str, int | None], Alert] = {}
+        self._xids: dict[int, dict[tuple[object, ...], None]] = {}   # Xid lines noted per rank
         self._conditions: dict[int, str] = {}
         self._verdict: tuple[str, str] | None = None
         self._started = False
@@ -184,7 +186,26 @@ class Recording:
         for at, values in _new_points(stats.engine_history, self._engine_at, ENGINE_SERIES):
             self.recorder.put_engine(at, values)
             self._engine_at = at
+        self._note_xids(stats)
         self._note_alerts(stats.alerts)
+
+    def _note_xids(self, stats: ClusterStats) -> None:
+        """One `xid` event per Xid line a rank's sampler read that this recording has not noted yet (with
+        the line's own time by the host's clock in its data)."""
+        now = time.time()
+        for rank, s in stats.ranks.items():
+            seen = self._xids.setdefault(rank, {})
+            for x in s.xids:
+                if x.key in seen:
+                    continue
+                seen[x.key] = None
+                while len(seen) > MAX_XID_KEYS:
+                    del seen[next(iter(seen))]
+                severity = "critical" if x.critical else "non-critical"
+                self.event("xid", f"rank {rank}: Xid {x.xid} ({x.name}, {severity}) on {x.pci}: {x.detail}",
+                           rank=rank, at=now,
+                           data={"xid": x.xid, "pci": x.pci, "host_at": x.at, "critical": x.critical,
+                                 "detail": _text(x.detail), "remedy": x.remedy})
 
     def _note_alerts(self, alerts: tuple[Alert, ...]) -> None:
         now = time.time()

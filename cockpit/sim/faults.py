@@ -39,6 +39,12 @@ DESCRIPTIONS: dict[str, str] = {
                    '(params: {"delay_s": N}, default 8)',
     "fabric-degraded": 'ib_write_bw/ib_write_lat through ib_hca run at a lower rate (params: {"gbps": N}, '
                        'default 50) and a higher latency: a bad cable, port or PFC',
+    "gpu-thermal": 'nvidia-smi reports SW and HW thermal slowdown active at 92 C (params: {"reasons": '
+                   '["hw_power_brake_slowdown", ...]} for other clock event reasons)',
+    "xid": 'switching it on appends an NVRM Xid line to the kernel log (params: {"xid": N}, default 79: '
+           'the GPU fell off the bus); kernel messages stay when it is switched off, as on a real host',
+    "klog-denied": "journalctl may not read the system journal (the login is in neither adm nor "
+                   "systemd-journal): its hint, no kernel line",
 }
 assert set(DESCRIPTIONS) == set(layout.FAULTS), "every fault needs a description"
 
@@ -80,6 +86,36 @@ def _restore_shards(root: Path) -> None:
     shutil.rmtree(stash_dir(root), ignore_errors=True)
 
 
+# what the driver prints after `NVRM: Xid (PCI:…): N, ` for a few Xids (driver 535-580 formats)
+XID_TEXT = {
+    13: "pid=48213, name=python3, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Illegal Instruction "
+        "Encoding",
+    31: "pid=48213, name=python3, Ch 00000008, intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 "
+        "faulted @ 0x7f3a_2c000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+    48: "pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) has been detected on GPU "
+        "in the framebuffer at partition 0, subpartition 0.",
+    79: "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    94: "pid=48213, name=python3, Contained: SM (0x1). RST: No, D-RST: No",
+    95: "pid='<unknown>', name=<unknown>, Uncontained: LTC TAG (0x2,0x0). RST: Yes, D-RST: No",
+    119: "pid='<unknown>', name=<unknown>, Timeout after 6s of waiting for RPC response from GPU0 GSP! "
+         "Expected function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4).",
+}
+XID_PCI = "PCI:000f:01:00"          # the GB10's bus (nvidia-smi's 0000000F:01:00.0)
+
+
+def append_xid(root: Path, xid: int, at: float | None = None) -> str:
+    """Append one NVRM Xid line to the host's kernel log (what journalctl/dmesg stand-ins print)."""
+    import time
+
+    text = XID_TEXT.get(xid, "pid='<unknown>', name=<unknown>")
+    msg = f"NVRM: Xid ({XID_PCI}): {xid}, {text}"
+    path = layout.run_dir(root) / "kernel.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(f"{time.time() if at is None else at:.6f}\t{msg}\n")
+    return msg
+
+
 def set_fault(root: Path, name: str, on: bool, params: dict | None = None) -> None:
     """Switch a fault on (with optional JSON params) or off, and apply its on-disk side effects."""
     if name not in layout.FAULTS:
@@ -97,6 +133,8 @@ def set_fault(root: Path, name: str, on: bool, params: dict | None = None) -> No
         from cockpit.sim.provision import write_fabric_state
 
         write_fabric_state(root, layout.read_spec(root))
+    elif name == "xid" and on:
+        append_xid(root, int((params or {}).get("xid", 79)))
     elif name == "low-memory":
         _meminfo.refresh(root)
     elif name == "missing-shard":

@@ -15,12 +15,14 @@ from typing import Literal
 
 from cockpit.telemetry.engine_stats import EngineStatsReading
 from cockpit.telemetry.gpu import GpuReading
+from cockpit.telemetry.gpu_events import KlogStatus, XidEvent
 from cockpit.telemetry.host_sample import GpuApp
 from cockpit.telemetry.rdma import PortStats
 
 MIB = 1 << 20
 STALE_ROUNDS = 3              # intervals without a reading before a rank's figures are stale ...
 STALE_MIN_S = 3.0             # ... and never less than this many seconds
+MAX_XIDS = 32                 # Xid lines kept per rank (their counts are kept apart, unbounded by this)
 HISTORY_POINTS = 300          # points kept per series (5 minutes at 1 s)
 RANK_SERIES = ("util", "sm_mhz", "power_w", "temp_c", "mem_available_gib", "tx_gbps", "rx_gbps")
 ENGINE_SERIES = ("gen_tps", "prompt_tps", "kv_pct", "running", "waiting")
@@ -58,6 +60,23 @@ class RankStats:
     memory: MemoryStats | None = None
     ports: tuple[PortStats, ...] = ()
     round_at: float | None = None
+    host_clock: float | None = None     # the host's own clock (epoch s) when the round of `round_at` began
+    # clock event reason -> when (this machine's clock) it was first seen active without a break
+    reasons_since: dict[str, float] = field(default_factory=dict)
+    klog: KlogStatus = field(default_factory=KlogStatus)  # can the kernel log (Xid lines) be read
+    xids: tuple[XidEvent, ...] = ()     # the newest distinct Xid lines read (at most MAX_XIDS), oldest first
+    xid_total: dict[int, int] = field(default_factory=dict)  # distinct Xid lines read per Xid
+
+    def host_now(self, now: float) -> float | None:
+        """The host's clock at `now` (this machine's), from the newest round; None: no round yet."""
+        if self.host_clock is None or self.round_at is None:
+            return None
+        return self.host_clock + (now - self.round_at)
+
+    def xid_age(self, x: XidEvent, now: float) -> float | None:
+        """Seconds since an Xid line by the host's clock; None: no stamp, or no host clock yet."""
+        host = self.host_now(now)
+        return None if host is None or x.at is None else max(0.0, host - x.at)
 
     @property
     def last_at(self) -> float | None:

@@ -21,12 +21,13 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from cockpit.loopback import is_loopback
 from cockpit.telemetry.cluster_stats import ClusterStats, RankStats, stale_after
 from cockpit.telemetry.engine_stats import EngineStatsReading
+from cockpit.telemetry.gpu_events import REASONS
 
 MIB = 1 << 20
 RANK = ("cluster", "rank")
@@ -81,6 +82,7 @@ class StatsCollector(Collector):
         ranks = sorted(dict(stats.ranks).items())
         fresh = [(r, s) for r, s in ranks if _fresh(s, interval, now)]
         yield from self._ranks(cluster, ranks, fresh, interval, now)
+        yield from self._gpu_events(cluster, ranks, fresh)
         yield from self._ports(cluster, fresh)
         yield from self._engine(cluster, stats.engine, interval, now)
         yield from self._alerts(cluster, stats)
@@ -118,6 +120,32 @@ class StatsCollector(Collector):
                 if app.used_mib is not None:
                     procs.add_metric([cluster, str(r), str(app.pid)], float(app.used_mib * MIB))
         yield procs
+
+    def _gpu_events(self, cluster: str, ranks: list[tuple[int, RankStats]],
+                    fresh: list[tuple[int, RankStats]]) -> Iterator[Metric]:
+        """Clock event reasons of fresh ranks that report them (every known reason, 0 or 1); Xid lines read
+        per rank and Xid (a counter of this cockpit's process); whether the kernel log is readable (absent
+        while not known)."""
+        active = GaugeMetricFamily("r37_gpu_clock_event_active",
+                                   "1 while nvidia-smi reports the clock event reason active, else 0",
+                                   labels=(*RANK, "reason"))
+        for r, s in fresh:
+            mask = s.gpu.event_reasons if s.gpu is not None else None
+            if mask is None:
+                continue
+            for name, (bit, _label) in REASONS.items():
+                active.add_metric([cluster, str(r), name], float(bool(mask & bit)))
+        xid = CounterMetricFamily("r37_gpu_xid", "NVRM Xid lines read from the rank's kernel log",
+                                  labels=(*RANK, "xid"))
+        readable = GaugeMetricFamily("r37_gpu_kernel_log_readable",
+                                     "1 when the rank's kernel log (Xid lines) can be read, 0 when not",
+                                     labels=RANK)
+        for r, s in ranks:
+            for n, count in sorted(s.xid_total.items()):
+                xid.add_metric([cluster, str(r), str(n)], float(count))
+            if s.klog.readable is not None:
+                readable.add_metric([cluster, str(r)], float(s.klog.readable))
+        yield from (active, xid, readable)
 
     def _ports(self, cluster: str, fresh: list[tuple[int, RankStats]]) -> Iterator[Metric]:
         # Prometheus' naming rules (`promtool check metrics`): base units (bytes, not bits), and no type

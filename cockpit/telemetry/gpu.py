@@ -22,6 +22,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from cockpit.telemetry.gpu_events import parse_reason_mask
+
 MAX_LINE = 4096                 # longer is not a line nvidia-smi prints: refuse it unread
 UNAVAILABLE = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]"}
 _NUMBER = re.compile(r"([-+]?[0-9]{1,30}(?:\.[0-9]{1,30})?)(?:\s*[A-Za-z%]{1,8})?")
@@ -33,6 +35,9 @@ INT_FIELDS = {"index": "index", "utilization.gpu": "util", "clocks.sm": "sm", "c
               "memory.used": "mem_used_mib"}
 FLOAT_FIELDS = {"power.draw": "power_w", "power.draw.instant": "power_w"}
 TEXT_FIELDS = {"name": "name", "pstate": "pstate", "timestamp": "timestamp"}
+# the active clock event reasons, a hex bit mask (`clocks_throttle_reasons.active` before driver 535)
+MASK_FIELDS = {"clocks_event_reasons.active": "event_reasons",
+               "clocks_throttle_reasons.active": "event_reasons"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class GpuReading:
     mem_total_mib: int | None = None
     mem_used_mib: int | None = None
     memory_asked: bool = False      # was memory.total or memory.used among the fields
+    event_reasons: int | None = None  # clocks_event_reasons.active bit mask (gpu_events.REASONS)
 
     @property
     def memory_kind(self) -> Literal["discrete", "unified"] | None:
@@ -102,6 +108,11 @@ def parse_gpu_line(line: str, fields: list[str]) -> GpuReading | GpuParseError:
             return GpuParseError(f"timestamp: {cell[:40]!r} is not YYYY/MM/DD HH:MM:SS.mmm", head)
         elif fld == "pstate" and not _PSTATE.fullmatch(cell):
             return GpuParseError(f"pstate: {cell[:40]!r} is not P0…P15", head)
+        elif fld in MASK_FIELDS:
+            mask = parse_reason_mask(cell)
+            if mask is None:
+                return GpuParseError(f"{fld}: {cell[:40]!r} is not a hex bit mask", head)
+            values[MASK_FIELDS[fld]] = mask
         elif fld in TEXT_FIELDS:
             values[TEXT_FIELDS[fld]] = cell
     asked = "memory.total" in fields or "memory.used" in fields

@@ -1,10 +1,12 @@
 """What a host's stats sampler channel prints (`cockpit.hosts.stats_sampler`), read line by line.
 
 Lines are tagged: `G`/`A` one `nvidia-smi --query-gpu` / `--query-compute-apps` loop line, `X G|A STATUS`
-that loop ended, and one round of the builtin loop: `T EPOCHREALTIME`, `M` one /proc/meminfo line, `F
-PATH<TAB>VALUE` one sysfs file of an HCA port, `E`. `SamplerReader.feed` turns each line into what it
-completes (a `GpuReading`, a `GpuApp`, a `HostRound`, a `ToolExit`); anything else is ignored, a round
-that never ends is bounded, nothing raises. Formats: docs/host-tools.md.
+that loop ended, `K` one line of the kernel-log reader (an NVRM Xid line, a refusal, or the reader's own
+`#r37` note) and `X K STATUS` when it ended, and one round of the builtin loop: `T EPOCHREALTIME`, `M` one
+/proc/meminfo line, `F PATH<TAB>VALUE` one sysfs file of an HCA port, `E`. `SamplerReader.feed` turns each
+line into what it completes (a `GpuReading`, a `GpuApp`, a `HostRound`, a `ToolExit`, an `XidEvent`, a
+`KlogNote`); anything else is ignored, a round that never ends is bounded, nothing raises.
+Formats: docs/host-tools.md.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from cockpit.hosts.shell import KLOG_TAG
+from cockpit.safetext import neutralise
 from cockpit.telemetry.gpu import GpuParseError, GpuReading, parse_gpu_line
+from cockpit.telemetry.gpu_events import MAX_KLINE, XidEvent, denied_reason, parse_xid_line
 
 GPU_FIELDS = ("timestamp", "index", "name", "utilization.gpu", "clocks.sm", "clocks.max.sm", "power.draw",
-              "temperature.gpu", "pstate", "memory.total", "memory.used")
+              "temperature.gpu", "pstate", "memory.total", "memory.used", "clocks_event_reasons.active")
 APP_FIELDS = ("pid", "process_name", "used_memory")
 MAX_ROUND_LINES = 2000        # meminfo is ~55 lines and a port ~35 files: more is not one round
 MAX_NUMBER_DIGITS = 30
@@ -84,7 +89,31 @@ class ToolExit:
     said: str = ""                      # the last thing it printed that was not a reading
 
 
-Event = GpuReading | GpuParseError | GpuApp | HostRound | ToolExit
+@dataclass(frozen=True)
+class KlogNote:
+    """What the kernel-log reader said of itself: `source` (journalctl, dmesg, none), `readable` (a kernel
+    line was read), `denied` (the tool refused: `text` is the reason)."""
+
+    what: str
+    text: str = ""
+
+
+Event = GpuReading | GpuParseError | GpuApp | HostRound | ToolExit | XidEvent | KlogNote
+
+
+def parse_kernel_line(rest: str) -> XidEvent | KlogNote | None:
+    """One `K` line's payload."""
+    rest = rest[:MAX_KLINE]
+    if rest.startswith(KLOG_TAG + " "):
+        what, _, text = rest[len(KLOG_TAG) + 1:].strip().partition(" ")
+        if what == "source" and text in ("journalctl", "dmesg", "none"):
+            return KlogNote("source", text)
+        return KlogNote("readable") if what == "readable" else None
+    xid = parse_xid_line(rest)
+    if xid is not None:
+        return xid
+    reason = denied_reason(rest)
+    return KlogNote("denied", reason) if reason else None
 
 
 def parse_app_line(line: str) -> GpuApp | None:
@@ -105,7 +134,7 @@ class SamplerReader:
         self._round_at: float | None = None
         self._mem: list[str] = []
         self._files: list[tuple[str, str]] = []
-        self._said = {"G": "", "A": ""}
+        self._said = {"G": "", "A": "", "K": ""}
 
     def feed(self, line: str) -> Event | None:
         tag, _, rest = line.partition(" ")
@@ -119,6 +148,11 @@ class SamplerReader:
             if app is None:
                 self._said["A"] = rest.strip()[:300]
             return app
+        if tag == "K":
+            event = parse_kernel_line(rest)
+            if event is None and rest.strip():
+                self._said["K"] = neutralise(rest.strip()[:300])
+            return event
         if tag == "X":
             which, _, status = rest.partition(" ")
             if which in self._said:

@@ -14,13 +14,15 @@ from collections.abc import Callable
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, Host, HostUnavailable, ShellCommand, stats_sampler
-from cockpit.telemetry.cluster_stats import MIB, ClusterStats, MemoryStats, stale_after
+from cockpit.telemetry.cluster_stats import MAX_XIDS, MIB, ClusterStats, MemoryStats, stale_after
 from cockpit.telemetry.gpu import GpuParseError, GpuReading
+from cockpit.telemetry.gpu_events import KLOG_REMEDY, MAX_XID_KEYS, KlogStatus, XidEvent, reasons_of
 from cockpit.telemetry.host_sample import (
     APP_FIELDS,
     GPU_FIELDS,
     GpuApp,
     HostRound,
+    KlogNote,
     PortCounters,
     SamplerReader,
     ToolExit,
@@ -60,12 +62,65 @@ class _RankSampler:
         self.prev_round: float | None = None
         self.tool_ended: float | None = None
         self.heard = time.monotonic()      # when the channel last printed a line
+        # Xid lines counted (a new channel reads them again)
+        self.xid_seen: dict[tuple[object, ...], None] = {}
 
     def reset(self) -> None:
-        """A new channel: rates start again from its first round."""
+        """A new channel: rates start again from its first round; the kernel log is read again (an Xid
+        line already counted is not counted twice)."""
         self.reader = SamplerReader()
         self.prev_ports, self.prev_round, self.tool_ended = {}, None, None
         self.heard = time.monotonic()
+        self.stats.update(self.rank, klog=KlogStatus())
+
+    def _reasons(self, reading: GpuReading, now: float) -> dict[str, float]:
+        """When each active reason was first seen active without a break (unknown mask: none held)."""
+        active = reasons_of(reading.event_reasons) or ()
+        before = self.stats.ranks[self.rank].reasons_since
+        return {name: before.get(name, now) for name in active}
+
+    def _xid(self, x: XidEvent) -> None:
+        cur = self.stats.ranks[self.rank]
+        klog = cur.klog if cur.klog.readable else KlogStatus(cur.klog.source, True)
+        if x.key in self.xid_seen:
+            if klog is not cur.klog:
+                self.stats.update(self.rank, klog=klog)
+            return
+        self.xid_seen[x.key] = None
+        while len(self.xid_seen) > MAX_XID_KEYS:
+            del self.xid_seen[next(iter(self.xid_seen))]
+        total = dict(cur.xid_total)
+        total[x.xid] = total.get(x.xid, 0) + 1
+        self.stats.update(self.rank, xids=(*cur.xids, x)[-MAX_XIDS:], xid_total=total, klog=klog)
+
+    def _klog(self, note: KlogNote) -> None:
+        cur = self.stats.ranks[self.rank].klog
+        if note.what == "source":
+            if note.text == "none":
+                klog = KlogStatus("none", False, "neither journalctl nor dmesg on the host")
+            else:
+                klog = KlogStatus(note.text, None)   # type: ignore[arg-type]
+        elif note.what == "readable":
+            if cur.readable is False:
+                return                               # refused: a line of another kind proves nothing
+            klog = KlogStatus(cur.source, True)
+        elif cur.readable:
+            return                                   # a line of it was read: a later hint changes nothing
+        else:
+            klog = KlogStatus(cur.source, False, f"{note.text}; {KLOG_REMEDY}")
+        self.stats.update(self.rank, klog=klog)
+
+    def _klog_ended(self, event: ToolExit) -> None:
+        cur = self.stats.ranks[self.rank].klog
+        if cur.readable is False:
+            return
+        said = f": {event.said}" if event.said else ""
+        why = f"{cur.source or 'the kernel-log reader'} ended (exit {event.status}){said}"
+        if cur.readable:
+            self.stats.update(self.rank, klog=KlogStatus(cur.source, None, f"{why}; read again on the next "
+                                                                          "channel"))
+        else:
+            self.stats.update(self.rank, klog=KlogStatus(cur.source, False, f"{why}; {KLOG_REMEDY}"))
 
     def feed(self, line: str) -> bool:
         """One channel line; True when it ended a round (a history point was recorded)."""
@@ -75,7 +130,19 @@ class _RankSampler:
             return False
         now = time.time()
         if isinstance(event, GpuReading):
-            self.stats.update(self.rank, gpu=event, gpu_at=now, error=None, sampler="sampling")
+            memory = self.stats.ranks[self.rank].memory
+            if memory is not None and memory.kind is None and self.meminfo:
+                # the rounds began before nvidia-smi's first line: the memory's kind is known from now on
+                apps = tuple(sorted((a for a, _ in self.apps.values()), key=lambda a: a.pid))
+                memory = memory_of(self.meminfo, event, apps)
+            self.stats.update(self.rank, gpu=event, gpu_at=now, error=None, sampler="sampling",
+                              reasons_since=self._reasons(event, now), memory=memory)
+        elif isinstance(event, XidEvent):
+            self._xid(event)
+        elif isinstance(event, KlogNote):
+            self._klog(event)
+        elif isinstance(event, ToolExit) and event.which == "K":
+            self._klog_ended(event)
         elif isinstance(event, GpuParseError):
             self.stats.update(self.rank, error=f"nvidia-smi: {event.reason}")
         elif isinstance(event, GpuApp):
@@ -98,11 +165,12 @@ class _RankSampler:
         ports = tuple(port_stats(p, self.prev_ports.get((p.hca, p.port)), dt) for p in rnd.ports)
         self.prev_ports = {(p.hca, p.port): p for p in rnd.ports}
         self.prev_round = rnd.at
+        self.meminfo = rnd.meminfo
         cur = self.stats.ranks[self.rank]
         fresh = cur.gpu_at is not None and now - cur.gpu_at <= stale_after(self.stats.interval_s)
         gpu = cur.gpu if fresh else None
         self.stats.update(self.rank, apps=apps, memory=memory_of(rnd.meminfo, gpu, apps), ports=ports,
-                          round_at=now, sampler="sampling")
+                          round_at=now, host_clock=rnd.at, sampler="sampling")
         self.stats.record(self.rank, now)
 
 
@@ -120,7 +188,11 @@ class StatsSampler:
 
     def command(self, rank: int) -> str:
         """The exact shell line of `rank`'s channel (what the operator is shown)."""
-        return stats_sampler(self.stats.interval_s, GPU_FIELDS, APP_FIELDS, self.cfg.host(rank).ib_hca).line
+        return self._command(rank).line
+
+    def _command(self, rank: int) -> ShellCommand:
+        return stats_sampler(self.stats.interval_s, GPU_FIELDS, APP_FIELDS, self.cfg.host(rank).ib_hca,
+                             klog_since_s=self.cfg.stats.xid_alert_s)
 
     def start(self) -> None:
         if not self._tasks:
@@ -148,7 +220,7 @@ class StatsSampler:
     async def _run(self, rank: int) -> None:
         host = self.fleet[rank]
         state = _RankSampler(rank, self.stats)
-        cmd = stats_sampler(self.stats.interval_s, GPU_FIELDS, APP_FIELDS, self.cfg.host(rank).ib_hca)
+        cmd = self._command(rank)
         silent = max(SILENT_MIN_S, SILENT_ROUNDS * self.stats.interval_s)
         while True:
             if not host.status.connected:

@@ -19,6 +19,7 @@ from cockpit.telemetry.cluster_stats import (
 )
 from cockpit.telemetry.engine_stats import EngineStatsReading
 from cockpit.telemetry.gpu import GpuReading
+from cockpit.telemetry.gpu_events import reasons_of
 from cockpit.telemetry.rdma import PortStats
 
 GPU_FIELDS = ("util", "sm_mhz", "max_sm_mhz", "power_w", "temp_c", "pstate", "name", "timestamp")
@@ -43,11 +44,32 @@ def port_dict(p: PortStats) -> dict[str, Any]:
             "rx_gbps": p.rx_gbps, "changes": dict(p.changes)}
 
 
+def clock_events_dict(s: RankStats, now: float) -> dict[str, Any]:
+    """The clock event reasons of the newest GPU reading: `mask` null and `active` null when not reported
+    (GB10 `[N/A]`, or no reading), never an empty list for "unknown"."""
+    mask = s.gpu.event_reasons if s.gpu is not None else None
+    names = reasons_of(mask)
+    return {"mask": None if mask is None else f"{mask:#018x}",
+            "active": None if names is None else list(names),
+            "active_for_s": {name: max(0.0, now - since) for name, since in s.reasons_since.items()}}
+
+
+def xid_dict(s: RankStats, now: float) -> dict[str, Any]:
+    """Can the kernel log be read (`readable` null: not known yet, false: with `reason`), the newest Xid
+    lines read (age by the host's clock) and how many of each Xid were read."""
+    return {"source": s.klog.source, "readable": s.klog.readable, "reason": s.klog.reason or None,
+            "recent": [{"xid": x.xid, "name": x.name, "pci": x.pci, "at": x.at, "age_s": s.xid_age(x, now),
+                        "critical": x.critical, "detail": x.detail, "remedy": x.remedy} for x in s.xids],
+            "total": {str(k): v for k, v in sorted(s.xid_total.items())}}
+
+
 def rank_dict(s: RankStats, interval_s: float, now: float, host: str | None) -> dict[str, Any]:
     return {
         "rank": s.rank, "host": host, "sampler": s.sampler, "error": s.error,
         "stale": s.stale(interval_s, now), "age_s": s.age(now),
         "gpu": gpu_dict(s.gpu),
+        "clock_events": clock_events_dict(s, now),
+        "xid": xid_dict(s, now),
         "processes": [{"pid": a.pid, "name": a.name, "used_mib": a.used_mib} for a in s.apps],
         "memory": memory_dict(s.memory),
         "ports": [port_dict(p) for p in s.ports],

@@ -20,7 +20,8 @@ from simcluster import SimCluster
 
 from cockpit.sim.faults import set_fault
 
-RANK_FIELDS = {"rank", "host", "sampler", "error", "stale", "age_s", "gpu", "processes", "memory", "ports"}
+RANK_FIELDS = {"rank", "host", "sampler", "error", "stale", "age_s", "gpu", "processes", "memory", "ports",
+               "clock_events", "xid"}
 GPU_FIELDS = {"util", "sm_mhz", "max_sm_mhz", "power_w", "temp_c", "pstate", "name", "timestamp"}
 MEMORY_FIELDS = {"kind", "total_bytes", "available_bytes", "engine_bytes", "gpu_total_mib", "gpu_used_mib"}
 

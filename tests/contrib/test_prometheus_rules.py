@@ -25,7 +25,8 @@ RULE_TESTS = CONTRIB / "prometheus" / "r37-alerts.test.yml"
 DASHBOARD = CONTRIB / "grafana" / "r37-cockpit.json"
 METRIC = re.compile(r"\br37_[a-z0-9_]+")
 ALERTS = {"R37ExporterDown", "R37EngineHung", "R37RankDown", "R37ClockLatched", "R37RdmaPortDown",
-          "R37RdmaErrors", "R37KvCacheFull", "R37MemAvailableLow"}
+          "R37RdmaErrors", "R37KvCacheFull", "R37MemAvailableLow", "R37GpuThrottled", "R37GpuXid",
+          "R37KernelLogUnreadable"}
 
 
 def promtool() -> str:

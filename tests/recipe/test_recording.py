@@ -17,6 +17,7 @@ from cockpit.recipe.timeline import (
     VerdictChanged,
 )
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats
+from cockpit.telemetry.gpu_events import XidEvent
 from cockpit.telemetry.recorder import read_events, read_samples
 
 
@@ -46,6 +47,24 @@ def test_every_stats_point_once_and_alerts_raised_then_cleared(fixed_config, tmp
     assert [s["util"] for s in samples if s["rank"] == 2] == [0.0, 1.0, 2.0, 9.0]
     kinds = [(e.kind, e.rank) for e in read_events(rec.path) if e.kind.startswith("alert")]
     assert kinds == [("alert-raised", 2), ("alert-cleared", 2)]
+
+
+def test_each_xid_line_is_one_event_with_its_remedy(fixed_config, tmp_path: Path) -> None:
+    rec = _recording(fixed_config, tmp_path)
+    stats = ClusterStats(fixed_config.ranks, 1.0)
+    x79 = XidEvent(79, "PCI:000f:01:00", 1_800_000_000.0,
+                   "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
+    x13 = XidEvent(13, "PCI:000f:01:00", 1_800_000_050.0, "pid=7, name=python3, Graphics SM Warp Exception")
+    stats.update(2, xids=(x79,))
+    rec.record_stats(stats)
+    stats.update(2, xids=(x79, x13))
+    rec.record_stats(stats)                             # x79 again: noted once
+    rec.close()
+    xids = [e for e in read_events(rec.path) if e.kind == "xid"]
+    assert [(e.rank, e.data["xid"], e.data["critical"]) for e in xids] == [(2, 79, True), (2, 13, False)]
+    assert xids[0].summary.startswith("rank 2: Xid 79 (GPU has fallen off the bus, critical) on "
+                                      "PCI:000f:01:00")
+    assert "power-cycle" in xids[0].data["remedy"] and xids[0].data["host_at"] == 1_800_000_000.0
 
 
 def test_verdicts_conditions_and_phases_with_their_cause(fixed_config, tmp_path: Path) -> None:

@@ -405,3 +405,47 @@ def test_fault_switches_validate() -> None:
     assert set(DESCRIPTIONS) == set(layout.FAULTS)
     with pytest.raises(ValueError, match="unknown fault"):
         set_fault(Path("/nonexistent"), "gremlins", True)
+
+
+def test_nvidia_smi_clock_event_reasons_and_gpu_thermal(host: ToolHost) -> None:
+    q = "nvidia-smi --query-gpu=clocks_event_reasons.active,clocks_event_reasons.hw_thermal_slowdown"
+    head = host.sh(q + " --format=csv", check=True).stdout.splitlines()
+    assert head == ["clocks_event_reasons.active, clocks_event_reasons.hw_thermal_slowdown",
+                    "0x0000000000000001, Not Active"]                  # idle, as the real idle H200
+    old = host.sh("nvidia-smi --query-gpu=clocks_throttle_reasons.active --format=csv,noheader", check=True)
+    assert old.stdout == "0x0000000000000001\n"
+    host.fault("gpu-thermal")
+    assert host.sh(q + " --format=csv,noheader,nounits", check=True).stdout == "0x0000000000000061, Active\n"
+    report = host.sh("nvidia-smi -q", check=True).stdout
+    section = report.split("    Clocks Event Reasons\n")[1].split("    Temperature\n")[0].splitlines()
+    assert section[0] == f"{'        Idle':<42}: Active"
+    assert f"{'            HW Thermal Slowdown':<42}: Active" in section
+    assert f"{'        SW Power Cap':<42}: Not Active" in section and len(section) == 9
+    assert f"{'        GPU Current Temp':<42}: 92 C" in report
+    host.fault("gpu-thermal", params={"reasons": ["hw_power_brake_slowdown", "hw_slowdown"]})
+    out = host.sh("nvidia-smi --query-gpu=clocks_event_reasons.active --format=csv,noheader", check=True)
+    assert out.stdout == "0x0000000000000089\n"
+
+
+def test_journalctl_kernel_log_xid_and_denied(host: ToolHost) -> None:
+    from cockpit.sim.faults import XID_PCI
+
+    out = host.sh("journalctl -k -b -n 1 -o short-iso --no-pager", check=True).stdout
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d"
+    assert re.fullmatch(stamp + r" spark-1 kernel: Linux version .*\n", out), out
+    host.fault("xid", params={"xid": 79})
+    host.fault("xid", params={"xid": 13})
+    out = host.sh("journalctl -k -o short-iso --no-pager --since=-60s", check=True).stdout.splitlines()
+    assert [line.split(" kernel: ", 1)[1] for line in out[-2:]] == [
+        f"NVRM: Xid ({XID_PCI}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+        f"NVRM: Xid ({XID_PCI}): 13, pid=48213, name=python3, Graphics SM Warp Exception on (GPC 0, TPC 1, "
+        "SM 0): Illegal Instruction Encoding"]
+    host.fault("xid", on=False)                                        # kernel messages stay
+    assert "Xid" in host.sh("journalctl -k --no-pager -n 1", check=True).stdout
+    assert host.sh("journalctl -k --since=-1s --no-pager -n 0").stdout == "-- No entries --\n"
+    assert host.sh("journalctl --since=yesterdayish").returncode == 1
+    host.fault("klog-denied")
+    denied = host.sh("journalctl -k -n 1 --no-pager")
+    assert denied.returncode == 0 and denied.stdout == "-- No entries --\n"
+    assert denied.stderr.startswith("Hint: You are currently not seeing messages from other users and the "
+                                    "system.")

@@ -67,6 +67,19 @@ def test_the_loop_forks_only_at_start(tmp_path: Path) -> None:
     assert len([f for f in forks if "resumed" not in f]) <= 8, trace
 
 
+@pytest.mark.skipif(not Path("/usr/bin/strace").exists(), reason="needs strace")
+def test_the_kernel_log_reader_forks_only_at_start_too(tmp_path: Path) -> None:
+    """With the kernel-log reader (whatever this machine has: journalctl, dmesg or neither), the channel
+    still starts its processes once: a handful more at start, none per round."""
+    root = _fake_root(tmp_path / "root")
+    cmd = stats_sampler(0.1, GPU_FIELDS, APP_FIELDS, ["rocep1s0f0"], klog_since_s=60).line
+    out, trace = _run(cmd, root, 2.0, tmp_path)
+    assert out.count("\nE\n") >= 3 and "K #r37 source " in out        # rounds ran (however loaded the box)
+    forks = [line for line in trace.splitlines() if ("clone" in line or "fork" in line)
+             and "resumed" not in line]
+    assert len(forks) <= 8 + 6, trace                                  # 12 here: the same at 2 s as at 20
+
+
 def test_sampler_output_parses_into_rounds(tmp_path: Path) -> None:
     root = _fake_root(tmp_path / "root")
     cmd = stats_sampler(0.1, GPU_FIELDS, APP_FIELDS, ["rocep1s0f0"]).line
@@ -90,7 +103,8 @@ def test_sampler_output_parses_into_rounds(tmp_path: Path) -> None:
 
 def test_reader_takes_real_h200_lines_and_rejects_junk() -> None:
     reader = SamplerReader()
-    line = "2026/12/01 07:56:19.870, 0, NVIDIA H200, 100, 1485, 1980, 706.23, 60, P0, 143771, 1011"
+    line = ("2026/12/01 07:56:19.870, 0, NVIDIA H200, 100, 1485, 1980, 706.23, 60, P0, 143771, 1011, "
+            "0x0000000000000000")
     got = reader.feed("G " + line)
     assert isinstance(got, GpuReading) and got.sm == 1485 and got.memory_kind == "discrete"
     assert isinstance(reader.feed("G NVIDIA-SMI has failed because it couldn't communicate"), GpuParseError)
@@ -130,3 +144,19 @@ def test_memory_kind_comes_from_the_readings() -> None:
     disc = memory_of(meminfo, h200, ())
     assert disc.kind == "discrete" and disc.gpu_used_mib == 1011 and disc.engine_bytes is None
     assert memory_of(meminfo, None, ()).kind is None           # no GPU reading: not assumed either way
+
+
+def test_a_gpu_line_after_the_first_rounds_gives_the_memory_its_kind() -> None:
+    """The rounds can begin before nvidia-smi's first line (a slow tool start): the memory read then has no
+    kind, and the first GPU reading gives it one at once, not a round later (the lab saw `kind=None`)."""
+    from cockpit.telemetry.cluster_stats import ClusterStats
+    from cockpit.telemetry.sampler import _RankSampler
+
+    stats = ClusterStats([0], 1.0)
+    s = _RankSampler(0, stats)
+    for line in ("T 100.0", "M MemTotal: 131961788 kB", "M MemAvailable: 100000000 kB", "E"):
+        s.feed(line)
+    assert stats.ranks[0].memory is not None and stats.ranks[0].memory.kind is None
+    s.feed("G 2026/12/01 07:56:19.870, 0, NVIDIA GB10, 3, 2400, 3003, 40.00, 60, P0, [N/A], [N/A], [N/A]")
+    mem = stats.ranks[0].memory
+    assert mem is not None and mem.kind == "unified" and mem.total_bytes == 131961788 * 1024

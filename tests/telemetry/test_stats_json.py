@@ -35,7 +35,7 @@ def test_every_field_per_rank_and_the_values() -> None:
     assert [r["rank"] for r in data["ranks"]] == [0, 1]
     r0 = data["ranks"][0]
     assert set(r0) == {"rank", "host", "sampler", "error", "stale", "age_s", "gpu", "processes", "memory",
-                       "ports"}
+                       "ports", "clock_events", "xid"}
     assert (r0["host"], r0["sampler"], r0["stale"]) == ("spark-0", "sampling", False)
     assert abs(r0["age_s"] - 0.2) < 1e-9
     assert r0["gpu"] == {"util": 87, "sm_mhz": 2400, "max_sm_mhz": 3003, "power_w": 61.5, "temp_c": 55,

@@ -4,7 +4,11 @@ Readings come from `<root>/run/gpu.json` (written by the engine): {"utilization"
 "sm_clock_mhz": MHz, "apps": [{"pid", "used_mib", "name"?}]} plus optional "temperature_c". Idle defaults:
 0 %, ~4 W, P8, SM clock 208 MHz. The maximum SM clock reported is 3003 MHz (`clocks.max.sm`).
 Faults: `no-gpu` (driver unreachable, exit 9), `slow-clocks` (SM clock latched at 900 MHz or
-{"mhz": N}). Memory fields are `Not Supported` / `[N/A]` as on real GB10 (unified memory).
+{"mhz": N}), `gpu-thermal` (clock event reasons SW + HW thermal slowdown active at 92 °C, or the reasons
+named in {"reasons": [...]}). `clocks_event_reasons.active` (and the pre-535 `clocks_throttle_reasons.*`
+names) print the NVML bit mask as the real tool does (`0x0000000000000001` idle, as an idle H200), the
+single reasons `Active` / `Not Active`; `-q` has the `Clocks Event Reasons` section.
+Memory fields are `Not Supported` / `[N/A]` as on real GB10 (unified memory).
 `-l S` / `-lms MS` repeat the output every interval, re-reading gpu.json each round: CSV queries print
 their header once and then one block of rows per round (`--query-compute-apps` with no process prints
 nothing), flushed each round; SIGPIPE/SIGTERM end the loop silently.
@@ -65,6 +69,25 @@ GPU_FIELDS = {
     "compute_mode": ("compute_mode", ""),
     "count": ("count", ""),
 }
+# NVML's clocks event reasons: the nvidia-smi field suffix -> (bit, `-q` row, `-q` indent)
+REASONS = {
+    "gpu_idle": (0x1, "Idle", 8),
+    "applications_clocks_setting": (0x2, "Applications Clocks Setting", 8),
+    "sw_power_cap": (0x4, "SW Power Cap", 8),
+    "hw_slowdown": (0x8, "HW Slowdown", 8),
+    "hw_thermal_slowdown": (0x40, "HW Thermal Slowdown", 12),
+    "hw_power_brake_slowdown": (0x80, "HW Power Brake Slowdown", 12),
+    "sync_boost": (0x10, "Sync Boost", 8),
+    "sw_thermal_slowdown": (0x20, "SW Thermal Slowdown", 8),
+    "display_clock_setting": (0x100, "Display Clock Setting", 8),
+}
+THERMAL_DEFAULT = ("sw_thermal_slowdown", "hw_thermal_slowdown")
+THERMAL_TEMP_C = 92
+for _prefix in ("clocks_event_reasons", "clocks_throttle_reasons"):
+    GPU_FIELDS[f"{_prefix}.active"] = (f"{_prefix}.active", "")
+    GPU_FIELDS[f"{_prefix}.supported"] = (f"{_prefix}.supported", "")
+    for _name in REASONS:
+        GPU_FIELDS[f"{_prefix}.{_name}"] = (f"{_prefix}.{_name}", "")
 APP_FIELDS = {
     "pid": ("pid", ""),
     "process_name": ("process_name", ""),
@@ -89,6 +112,13 @@ def readings() -> dict:
         r["sm_clock_mhz"] = int(_host.fault_params("slow-clocks").get("mhz", SLOW_CLOCK_MHZ))
     r.setdefault("temperature_c", 36 + util * 0.3 + float(r["power_w"]) * 0.05)
     r["pstate"] = "P0" if util > 0 or r["apps"] else "P8"
+    mask = REASONS["gpu_idle"][0] if util == 0 else 0
+    if _host.fault("gpu-thermal"):
+        names = _host.fault_params("gpu-thermal").get("reasons", THERMAL_DEFAULT)
+        for name in names if isinstance(names, list) else THERMAL_DEFAULT:
+            mask |= REASONS.get(str(name), (0,))[0]
+        r["temperature_c"] = THERMAL_TEMP_C
+    r["event_reasons"] = mask
     r["timestamp"] = timestamp()
     return r
 
@@ -110,6 +140,14 @@ def uuid() -> str:
 def gpu_value(field: str, r: dict, units: bool) -> str:
     def u(v: object, unit: str) -> str:
         return f"{v} {unit}" if units else str(v)
+
+    prefix, _, reason = field.partition(".")
+    if prefix in ("clocks_event_reasons", "clocks_throttle_reasons"):
+        if reason == "active":
+            return f"0x{r['event_reasons']:016x}"
+        if reason == "supported":
+            return f"0x{sum(bit for bit, _, _ in REASONS.values()):016x}"
+        return "Active" if r["event_reasons"] & REASONS[reason][0] else "Not Active"
 
     return {
         "timestamp": str(r["timestamp"]),
@@ -232,8 +270,9 @@ def query_report() -> str:
            row(8, "Total", "[N/A]"), row(8, "Used", "[N/A]"), row(8, "Free", "[N/A]"),
            row(4, "Compute Mode", "Default"), "    Utilization\n",
            row(8, "Gpu", f"{r['utilization']} %"), row(8, "Memory", "[N/A]"),
-           "    Clocks Event Reasons\n", row(8, "Idle", "Active" if not r["utilization"] else "Not Active"),
-           row(8, "SW Power Cap", "Not Active"), row(8, "HW Slowdown", "Not Active"),
+           "    Clocks Event Reasons\n",
+           *(row(indent, label, "Active" if r["event_reasons"] & bit else "Not Active")
+             for bit, label, indent in REASONS.values()),
            "    Temperature\n", row(8, "GPU Current Temp", f"{round(r['temperature_c'])} C"),
            "    GPU Power Readings\n", row(8, "Average Power Draw", f"{float(r['power_w']):.2f} W"),
            row(8, "Instantaneous Power Draw", f"{float(r['power_w']):.2f} W"),

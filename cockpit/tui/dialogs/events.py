@@ -23,7 +23,8 @@ from cockpit.tui.keys import hints
 
 MAX_SHOWN = 2000              # the newest events shown
 
-KIND_STYLES = {"failure": "fail", "host-lost": "fail", "alert-raised": "warn", "verdict": "accent",
+KIND_STYLES = {"failure": "fail", "host-lost": "fail", "alert-raised": "warn", "xid": "fail",
+               "verdict": "accent",
                "launch": "command", "stop": "command", "relaunch": "command", "bench": "command",
                "host-back": "ok.soft", "alert-cleared": "ok.soft", "recorder": "muted", "phase": "muted"}
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
+from rich.console import Group
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -33,6 +34,7 @@ from cockpit.tui.widgets.stats_view import (
     age_text,
     alerts_block,
     engine_block,
+    gpu_events_block,
     rank_detail,
     rank_table,
     span,
@@ -203,7 +205,9 @@ class StatsPane(Pane):
                                      (self.recorded or History(DETAIL_SPARK)) if windowed else None,
                                      self.recorded_note if windowed else None))
         else:
-            ranks.update(rank_table(stats, now, width, self.selected))
+            table = rank_table(stats, now, width, self.selected)
+            events = gpu_events_block(stats, now, width, self.ctx.config.stats.xid_alert_s)
+            ranks.update(table if events is None else Group(table, Text(""), events))
             engine.update(engine_block(stats, now, width))
         self.query_one("#stats-alerts", Static).update(alerts_block(stats.alerts, width))
         self._show_hints(detail)

@@ -24,6 +24,7 @@ from cockpit.telemetry.cluster_stats import (
     RankStats,
     stale_after,
 )
+from cockpit.telemetry.gpu_events import BAD_REASONS, reason_label, reasons_of
 from cockpit.telemetry.rdma import ALERTING, PortStats
 from cockpit.tui.widgets.sparkline import sparkline
 
@@ -34,7 +35,8 @@ SPARK = 16          # cluster view sparkline cells
 DETAIL_SPARK = 60   # detail view sparkline cells (fewer when narrow)
 # alert kind -> the cell of its rank's row it marks ("rank": the rank itself)
 ALERT_CELL = {"clock-latched": "sm", "memory-low": "mem", "rdma-port-down": "rdma", "rdma-errors": "rdma",
-              "container-down": "rank", "no-readings": "rank", "gpu-unreadable": "util"}
+              "container-down": "rank", "no-readings": "rank", "gpu-unreadable": "util",
+              "gpu-thermal": "temp", "gpu-power-brake": "power", "gpu-hw-slowdown": "sm", "gpu-xid": "rank"}
 # alert kind -> the engine figure it marks
 ENGINE_CELL = {"kv-cache-full": "kv", "preemptions": "preemptions", "engine-hung": "engine"}
 SERIES_LABEL = {"util": ("util", "%"), "sm_mhz": ("SM clock", "MHz"), "power_w": ("power", "W"),
@@ -295,6 +297,63 @@ def engine_block(stats: ClusterStats, now: float, width: int) -> Text:
 
 # ---- alerts -------------------------------------------------------------------------------------------
 
+# ---- GPU events ---------------------------------------------------------------------------------------
+
+def _window(seconds: float) -> str:
+    return f"{seconds / 3600:g} h" if seconds >= 3600 else f"{seconds / 60:g} min"
+
+
+def gpu_events_block(stats: ClusterStats, now: float, width: int, xid_window_s: float) -> Text | None:
+    """Two lines, every rank side by side: its clock event reasons (the throttling ones marked), and the Xid
+    lines of its kernel log within the alert window ("not readable" / "not known yet", never "none", where
+    the log could not be read); a third naming why a log is not readable. None while no rank reported
+    either (nothing sampled yet)."""
+    ranks = sorted(stats.ranks.items())
+    masks = {r: (s.gpu.event_reasons if s.gpu is not None and not s.stale(stats.interval_s, now) else None)
+             for r, s in ranks}
+    if all(m is None for m in masks.values()) and all(s.klog.source is None for _, s in ranks):
+        return None
+    text = Text(no_wrap=True, overflow="ellipsis")     # one line per row, cut with … where too wide
+    text.append("clock events ", style="bold")
+    for i, (r, _s) in enumerate(ranks):
+        names = reasons_of(masks[r])
+        text.append(" · " if i else " ", style="muted")
+        text.append(f"{r} ", style="bold")
+        if names is None:
+            text.append("n/a", style="muted")
+        elif not names:
+            text.append("none", style="ok.soft")
+        else:
+            bad = [n for n in names if n in BAD_REASONS]
+            text.append(", ".join(reason_label(n) for n in names),
+                        style="fail" if bad else "ok.soft")
+    text.append("\n")
+    text.append(f"Xid ({_window(xid_window_s)})".ljust(13), style="bold")
+    unreadable = []
+    for i, (r, s) in enumerate(ranks):
+        text.append(" · " if i else " ", style="muted")
+        text.append(f"{r} ", style="bold")
+        recent = [x for x in s.xids if (age := s.xid_age(x, now)) is not None and age <= xid_window_s]
+        if recent:
+            newest = recent[-1]
+            more = f" +{len(recent) - 1}" if len(recent) > 1 else ""
+            name = f" {safe(newest.name, 40)}" if width >= WIDE else ""
+            text.append(f"{newest.xid}{name}{more}",
+                        style="fail" if any(x.critical for x in recent) else "warn")
+        elif s.klog.readable:
+            text.append("none", style="ok.soft")
+        elif s.klog.readable is False:
+            text.append("not readable", style="warn")
+            unreadable.append((r, s.klog.reason))
+        else:
+            text.append("not known yet", style="muted")
+    for r, reason in unreadable:
+        text.append("\n")
+        text.append(f"rank {r} kernel log not readable: ", style="warn")
+        text.append(safe(reason, 400), style="muted")
+    return text
+
+
 def alerts_block(alerts: Sequence[Alert], width: int) -> Text:
     """One line per alert (began HH:MM:SS, rank, message) and its remedy below; "no active alerts"."""
     text = Text()
@@ -332,6 +391,38 @@ def _history_lines(history: History, width: int) -> Text:
     return text
 
 
+def _events_detail(s: RankStats, now: float, base: str) -> Text:
+    """The rank's clock event reasons (each active one with how long) and its newest Xid lines (or why its
+    kernel log is not read); empty while neither was ever reported."""
+    text = Text()
+    mask = s.gpu.event_reasons if s.gpu is not None else None
+    if mask is None and s.klog.source is None and not s.xids:
+        return text
+    text.append("\nclock events", style="bold")
+    names = reasons_of(mask)
+    if names is None:
+        text.append("  n/a (not reported)", style="muted")
+    elif not names:
+        text.append("  none active", style="ok.soft")
+    for name in names or ():
+        since = s.reasons_since.get(name)
+        held = f" for {span(max(0.0, now - since))}" if since is not None else ""
+        text.append(f"  {reason_label(name)}{held}", style="fail" if name in BAD_REASONS else base)
+    text.append("\nXid", style="bold")
+    if s.klog.readable is False:
+        text.append(f"  kernel log {safe(s.klog.text(), 600)}", style="warn")
+    elif not s.xids:
+        text.append(f"  none read ({safe(s.klog.source or '', 20)})" if s.klog.readable else
+                    f"  {safe(s.klog.text(), 300)}", style="ok.soft" if s.klog.readable else "muted")
+    for x in s.xids[-5:]:
+        age = s.xid_age(x, now)
+        when = f"{span(age)} ago" if age is not None else "time unknown"
+        text.append(f"\n  Xid {x.xid} {safe(x.name, 60)} on {safe(x.pci, 40)}, {when}",
+                    style="fail" if x.critical else "warn")
+        text.append(f"  {safe(x.detail, 160)}", style="muted")
+    return text
+
+
 def rank_detail(stats: ClusterStats, rank: int, now: float, width: int, command: str,
                 starts: int, history: History | None = None,
                 history_note: str | None = None) -> RenderableType:
@@ -356,6 +447,7 @@ def rank_detail(stats: ClusterStats, rank: int, now: float, width: int, command:
         text.append(f"  SM {num(g.sm)} / {num(g.max_sm)} MHz", style=roles.get("sm") or base)
         text.append(f"  {num(g.power_w, '{:.1f}')} W  {num(g.temp_c)} °C  "
                     f"{safe(g.pstate, 8) if g.pstate else UNKNOWN}", style=base)
+    text.append_text(_events_detail(s, now, base))
     text.append("\nmemory", style="bold")
     text.append(f"  {memory_detail(s.memory)}", style=roles.get("mem") or base)
     text.append("\ncompute processes", style="bold")
