@@ -18,6 +18,7 @@ COMMON = {
     "hf": "hf",
     "ib_write_bw": "ib_write_bw",
     "ib_write_lat": "ib_write_lat",
+    "py-spy": "py_spy",          # the engine image's py-spy (the sim's "container" sees the host PATH)
 }
 DEMO_ONLY = {"ip": "ip", "ss": "ss", "df": "df", "hostname": "hostname"}
 # cat/head only start Python when an operand is a path the sim owns.
