@@ -51,8 +51,8 @@ REMEDY_SAME = (
     "cluster head first (`r37-cockpit stop`) and relaunch (`r37-cockpit launch --replace-stopped`)"
 )
 REMEDY_UNKNOWN = (
-    "wait for the stats sampler to read every rank (`r37-cockpit stats`; `r37-cockpit hosts` shows the links); "
-    "until then no rank is named"
+    "wait for the stats sampler to read every rank (`r37-cockpit stats`; `r37-cockpit hosts` shows the "
+    "links); until then no rank is named"
 )
 
 
@@ -193,6 +193,7 @@ def evidence_of(timeline: ClusterTimeline, stats: ClusterStats | None, stacks: d
     """Every rank's evidence from the one model: stale or absent readings are None, with a note why."""
     now = time.time() if now is None else now
     out = []
+    stale = stale_after(stats.interval_s) if stats is not None else 0.0
     for rank, tl in timeline.ranks.items():
         s = stats.ranks.get(rank) if stats is not None else None
         notes = []
@@ -201,16 +202,14 @@ def evidence_of(timeline: ClusterTimeline, stats: ClusterStats | None, stacks: d
         if s is None:
             notes.append("not sampled")
         else:
-            fresh = s.gpu is not None and s.gpu_at is not None and now - s.gpu_at <= stale_after(stats.interval_s)  # type: ignore[union-attr]
-            if fresh and s.gpu is not None and s.gpu_at is not None:
+            if s.gpu is not None and s.gpu_at is not None and now - s.gpu_at <= stale:
                 util, sm, max_sm, gpu_age = s.gpu.util, s.gpu.sm, s.gpu.max_sm, max(0.0, now - s.gpu_at)
             else:
                 notes.append(f"GPU not read ({s.error or s.sampler})" if s.gpu is None
                              else "GPU reading stale")
             rates = [(p.tx_gbps or 0.0) + (p.rx_gbps or 0.0) for p in s.ports
                      if p.tx_gbps is not None or p.rx_gbps is not None]
-            round_fresh = s.round_at is not None and now - s.round_at <= stale_after(stats.interval_s)  # type: ignore[union-attr]
-            if rates and round_fresh:
+            if rates and s.round_at is not None and now - s.round_at <= stale:
                 rdma = sum(rates)
         last = tl.last_line
         line = age = None
@@ -318,7 +317,8 @@ async def read_stacks(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimelin
 
     async def one(rank: int, ref: str) -> RankStacks:
         try:
-            res = await fleet[rank].run(command(stacks_argv(ref)), timeout=timeout, max_output=STACK_MAX_BYTES)
+            res = await fleet[rank].run(command(stacks_argv(ref)), timeout=timeout,
+                                        max_output=STACK_MAX_BYTES)
         except (HostUnavailable, CommandTimeout) as exc:
             return _stacks_of(rank, exc)
         return _stacks_of(rank, res)

@@ -78,7 +78,8 @@ def _state() -> dict | None:
 
 
 def _thread(tid: int, status: str, name: str, frames: list[tuple[str, str]]) -> str:
-    return "".join([f'Thread 0x{tid:X} ({status}): "{name}"\n', *(f"    {fn} ({where})\n" for fn, where in frames)])
+    head = f'Thread 0x{tid:X} ({status}): "{name}"\n'
+    return head + "".join(f"    {fn} ({where})\n" for fn, where in frames)
 
 
 def _process(pid: int, cmdline: str, threads: list[str]) -> str:
@@ -107,7 +108,8 @@ def dump(pid: int, subprocesses: bool, st: dict) -> str:
                                                               else "active", "MainThread", core)]))
     frames = {"collective": WORKER_COLLECTIVE, "serving": WORKER_SERVING}.get(activity, WORKER_WAIT)
     status = "active" if activity in ("collective", "serving") else "idle"
-    out.append(_process(131, f"VLLM::Worker_TP{rank}", [_thread(base + 0x4000, status, "MainThread", frames)]))
+    worker = _thread(base + 0x4000, status, "MainThread", frames)
+    out.append(_process(131, f"VLLM::Worker_TP{rank}", [worker]))
     return "\n".join(out)
 
 
