@@ -255,7 +255,8 @@ def summarise_dump(text: str) -> tuple[str, ...]:
         m = _PROCESS.match(raw)
         if m:
             flush()
-            proc, thread, chosen, first_idle = f"pid {m.group(1)} ({m.group(2)[:60]})", None, {}, ""
+            cmd = m.group(2) if len(m.group(2)) <= 48 else m.group(2)[:47] + "…"
+            proc, thread, chosen, first_idle = f"pid {m.group(1)} ({cmd})", None, {}, ""
             continue
         t = _THREAD.match(raw)
         if t:
