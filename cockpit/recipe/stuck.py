@@ -163,6 +163,11 @@ def judge(evidence: list[RankEvidence], at: float | None = None) -> StuckReport:
     if idle and busy and len(idle) + len(busy) == len(known) and len(idle) != len(busy):
         odd, rest = (idle, busy) if len(idle) < len(busy) else (busy, idle)
         ranks = tuple(e.rank for e in odd)
+        if len(odd) + len(unknown) >= len(rest):      # the ranks not read could make it an even split
+            return StuckReport("unknown", (), f"rank {_names(ranks)} {odd[0].load} while rank "
+                                              f"{_names([e.rank for e in rest])} {rest[0].load}, but rank "
+                                              f"{_names(unknown)} not read: too few readings to name a rank",
+                               REMEDY_UNKNOWN, ev, unknown, at)
         if odd is idle:
             reason = (f"rank {_names(ranks)} idle at {_pct(idle)}{_clock(idle)} while rank "
                       f"{_names([e.rank for e in rest])} spin at {_pct(rest)}{_clock(rest)} (waiting in a "

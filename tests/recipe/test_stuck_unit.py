@@ -62,9 +62,14 @@ def test_missing_readings_are_unknown_never_evidence() -> None:
     # only one rank read: nothing to compare
     r = judge([ev(0, 100), ev(1, None), ev(2, None), ev(3, None)], NOW)
     assert r.state == "unknown" and r.odd == () and r.unknown == (1, 2, 3)
-    # the idle rank is still named while another rank is unknown
+    # one idle, two busy, one not read: the unread rank could make it 2 against 2, so nobody is named yet
     r = judge([ev(0, 100), ev(1, 100), ev(2, 0), ev(3, None)], NOW)
-    assert r.state == "odd" and r.odd == (2,) and r.unknown == (3,)
+    assert r.state == "unknown" and r.odd == () and r.unknown == (3,)
+    assert "rank 2 idle while rank 0, 1 busy, but rank 3 not read" in r.reason
+    # with more ranks, one unread rank cannot turn the minority: rank 2 is named all the same
+    r = judge([ev(0, 100), ev(1, 100), ev(2, 0), ev(3, 100), ev(4, 100), ev(5, None)], NOW)
+    assert r.state == "odd" and r.odd == (2,) and r.unknown == (5,)
+    assert "rank 5 not read (unknown, not evidence)" in r.reason
 
 
 def test_rdma_backs_the_reason_up() -> None:
