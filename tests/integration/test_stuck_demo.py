@@ -18,6 +18,10 @@ from test_lifecycle_demo import _decoding
 from cockpit.hosts import Fleet
 from cockpit.recipe.watch import ClusterWatcher
 from cockpit.sim.faults import set_fault
+from cockpit.tui.app import CockpitApp
+from cockpit.tui.panes.launch import LaunchPane
+from cockpit.tui.panes.stats import StatsPane
+from cockpit.tui.widgets.stuck_view import StuckView
 
 
 @pytest.fixture(autouse=True)
@@ -29,6 +33,32 @@ def _status(cluster, *extra: str) -> tuple[int, dict]:  # type: ignore[no-untype
     res = cli(cluster, "status", "--json", *extra)
     assert res.stdout, res.stderr
     return res.returncode, json.loads(res.stdout)
+
+
+async def _tui_names_rank_2_and_reads_stacks(cluster) -> None:  # type: ignore[no-untyped-def]
+    """The TUI on the same cluster: the Launch pane's block names rank 2 (its own watcher and sampler), `k`
+    reads the stacks into it, and the Stats pane marks rank 2."""
+    app = CockpitApp(cluster.config, cluster.config_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.action_show_pane("launch")
+        pane = app.query_one(LaunchPane)
+        view = pane.query_one(StuckView)
+        t0 = time.monotonic()
+        while "rank 2 idle at 0 %" not in str(view.render()):
+            assert time.monotonic() - t0 < 90, (pane.timeline.verdict, str(view.render()))
+            await pilot.pause(0.5)
+        await pilot.press("k")
+        t0 = time.monotonic()
+        while "acquire_read" not in str(view.render()):
+            assert time.monotonic() - t0 < 60, str(view.render())
+            await pilot.pause(0.5)
+        assert "active in all_reduce" in str(view.render())
+        app.action_show_pane("stats")
+        await pilot.pause(0.5)
+        stats = app.query_one(StatsPane)
+        stats.refresh_view()
+        await pilot.pause()
+        assert "rank 2 idle at 0 %" in str(stats.query_one(StuckView).render())
 
 
 async def test_tp_deadlock_on_rank_2_is_named_with_remedy_and_gone_when_cleared(fresh_demo_cluster) -> None:
@@ -80,6 +110,7 @@ async def test_tp_deadlock_on_rank_2_is_named_with_remedy_and_gone_when_cleared(
         text = cli(cluster, "status")
         assert "which rank is stuck: rank 2 idle at 0 %" in text.stdout, text.stdout
         assert "logs --rank 2 -n 200" in text.stdout
+        await _tui_names_rank_2_and_reads_stacks(cluster)
         # cleared: the engine moves again, nothing is stuck
         set_fault(cluster.root(0), "tp-deadlock", False)
         t0 = time.monotonic()
