@@ -45,6 +45,7 @@ from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.recording import recorded
 from cockpit.recipe.replace import execute_replace
 from cockpit.recipe.stop import execute_stop, plan_stop
+from cockpit.recipe.stuck import StuckReport
 from cockpit.recipe.watch import phase_limits
 from cockpit.safetext import neutralise_block, safe
 
@@ -82,6 +83,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_json(s)
     s.add_argument("--watch-engine", type=float, default=0.0, metavar="S",
                    help="also sample the engine's /metrics for S seconds to tell serving from hung")
+    s.add_argument("--stacks", action="store_true",
+                   help="when the engine is hung, also read the engine's Python stacks on every rank "
+                        "(`py-spy dump` inside the container, read-only, when the image has py-spy)")
     s.set_defaults(func=run_status)
 
     t = sub.add_parser("stop", help=SUMMARY["stop"],
@@ -351,7 +355,7 @@ async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fle
 def run_status(args: argparse.Namespace) -> int:
     _, cfg = load(args)
     ledger = Ledger(cfg)
-    report = run_async(_status(cfg, args.watch_engine, ledger))
+    report = run_async(_status(cfg, args.watch_engine, ledger, stacks=args.stacks))
     notices = ledger.pop_warnings()
     if args.json:
         data = report.to_dict()
@@ -360,6 +364,8 @@ def run_status(args: argparse.Namespace) -> int:
         for r in data["ranks"]:
             if r["failure"]:
                 r["failure"]["remedy"] = remedy(args, r["failure"]["remedy"])
+        if data["stuck"]:
+            data["stuck"]["remedy"] = remedy(args, data["stuck"]["remedy"])
         print_json(data)
     else:
         for n in notices:
@@ -369,11 +375,12 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 async def _status(cfg: ClusterConfig, watch_engine: float = 0.0,
-                  ledger: Ledger | None = None) -> L.StatusReport:
+                  ledger: Ledger | None = None, stacks: bool = False) -> L.StatusReport:
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
         with recorded(cfg, "status --watch-engine") if watch_engine > 0 else nullcontext() as recording:
-            return await L.cluster_status(fleet, cfg, ledger, watch_engine=watch_engine, recording=recording)
+            return await L.cluster_status(fleet, cfg, ledger, watch_engine=watch_engine, recording=recording,
+                                          stacks=stacks)
 
 
 def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
@@ -393,6 +400,8 @@ def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
     out.append(report.verdict.summary)
     if report.verdict.remedy and report.verdict.state != "ready":
         out.append(f"what to do: {report.verdict.remedy}")
+    if report.stuck is not None:
+        out.append(stuck_text(report.stuck))
     for r in report.ranks:
         if r.failure:
             out.append(f"rank {r.rank}: {r.failure.label}\n    cause: {r.failure.cause}\n"
@@ -400,6 +409,28 @@ def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
     if any(r.owner == "by hand" for r in report.ranks):
         out.append(f"containers marked 'by hand' were not started by this cockpit: shown read-only; "
                    f"`r37-cockpit stop` never stops them ({cfg.cluster.container_name})")
+    return "\n".join(out)
+
+
+def stuck_text(stuck: StuckReport) -> str:
+    """The per-rank evidence of a hung engine as `status` prints it (the rank that differs marked)."""
+    rows = [[("> " if e.rank in stuck.odd else "  ") + str(e.rank), e.load,
+             "-" if e.util is None else f"{e.util} %", "-" if e.sm_mhz is None else f"{e.sm_mhz} MHz",
+             "-" if e.rdma_moving is None else ("moving" if e.rdma_moving else "still"),
+             "-" if e.last_line_age_s is None else f"{e.last_line_age_s:.0f} s ago",
+             safe(e.last_line or e.note or "-", 70)] for e in stuck.ranks]
+    out = ["which rank is stuck: " + stuck.reason,
+           table(rows, ["RANK", "GPU", "UTIL", "SM CLOCK", "RDMA", "LAST LOG", "LAST LINE"])]
+    if stuck.remedy:
+        out.append(f"what to do: {stuck.remedy}")
+    for e in stuck.ranks:
+        st = e.stacks
+        if st is None:
+            continue
+        if st.state != "read":
+            out.append(f"rank {e.rank} stacks: {safe(st.detail or st.state)}")
+            continue
+        out.append(f"rank {e.rank} stacks (py-spy dump):" + "".join(f"\n    {safe(s)}" for s in st.summary))
     return "\n".join(out)
 
 

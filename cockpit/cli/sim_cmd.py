@@ -54,6 +54,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fault.add_argument("rank", type=int)
     fault.add_argument("name", help="fault name (see `sim faults`)")
     fault.add_argument("--dir", type=Path, default=None)
+    fault.add_argument("--params", default=None, metavar="JSON",
+                       help='the fault\'s JSON params, e.g. \'{"rank_idle": 2}\' for tp-deadlock')
     fault.set_defaults(func=cmd_fault, on=True)
 
     heal = s.add_parser("heal", help="switch one fault (or all) off for one host")
@@ -170,9 +172,17 @@ def cmd_fault(args: argparse.Namespace) -> int:
     from cockpit.sim import faults, layout
     root = _root(args)
     names = [args.name] if args.name else (layout.active_faults(root) if not args.on else [])
+    params = None
+    if getattr(args, "params", None):
+        try:
+            params = json.loads(args.params)
+        except ValueError as exc:
+            raise CliError(f"--params: not JSON: {exc}", EXIT_USAGE) from None
+        if not isinstance(params, dict):
+            raise CliError("--params: a JSON object is needed", EXIT_USAGE)
     for name in names:
         try:
-            faults.set_fault(root, name, args.on)
+            faults.set_fault(root, name, args.on, params)
         except ValueError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
     state = ", ".join(layout.active_faults(root)) or "none"

@@ -21,9 +21,11 @@ from cockpit.recipe import containers as dk
 from cockpit.recipe.checks import CheckResult, Verdict
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.monitor import StatsMonitor
 from cockpit.recipe.phases import Phase
 from cockpit.recipe.recording import Recording, note_action
 from cockpit.recipe.replace import ReplaceItem, plan_replace, refused
+from cockpit.recipe.stuck import StuckReport, read_stacks, stuck_report
 from cockpit.recipe.timeline import (
     ClusterTimeline,
     ClusterVerdict,
@@ -405,6 +407,7 @@ class StatusReport:
     api: ApiStatus
     verdict: ClusterVerdict
     engine: str = "unknown"            # the engine's liveness: unknown | idle | serving | hung
+    stuck: StuckReport | None = None   # when hung: which rank differs, on what evidence (recipe/stuck.py)
 
     @property
     def ok(self) -> bool:
@@ -413,10 +416,12 @@ class StatusReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ranks": [r.to_dict() for r in self.ranks], "api": self.api.to_dict(),
-                "engine": self.engine, "verdict": self.verdict.to_dict()}
+                "engine": self.engine, "verdict": self.verdict.to_dict(),
+                "stuck": self.stuck.to_dict() if self.stuck is not None else None}
 
 
-def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline) -> StatusReport:
+def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline,
+                  stuck: StuckReport | None = None) -> StatusReport:
     """The model as a report: what `status`, `--json` and the panes show."""
     ranks = []
     for rank in cfg.ranks:
@@ -428,15 +433,18 @@ def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline) -
                                 tl.unknown or tl.pending))
     live = timeline.engine_liveness()
     return StatusReport(ranks, timeline.api or NO_ENGINE, timeline.compute_verdict(),
-                        live.state if live is not None else "unknown")
+                        live.state if live is not None else "unknown", stuck)
 
 
 async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None = None,
                          api_url: str | None = None, *, timeout: float = 30.0,
-                         watch_engine: float = 0.0, recording: Recording | None = None) -> StatusReport:
+                         watch_engine: float = 0.0, recording: Recording | None = None,
+                         stacks: bool = False) -> StatusReport:
     """One look of a watcher: container, phase (from the log tail), API readiness of every rank and, with
     `watch_engine` seconds, the engine's liveness over that time; changes nothing. `recording` records
-    what the watcher sees."""
+    what the watcher sees. When the engine is hung, every rank's GPU and RDMA are sampled (two rounds) to
+    name the rank that differs (`StuckReport`); with `stacks`, the engine's Python stacks are read too
+    (`py-spy dump` in each container)."""
     async with ClusterWatcher(fleet, cfg, ledger=ledger, api_url=api_url) as watcher:
         if recording is not None:
             recording.attach_watcher(watcher)
@@ -450,4 +458,22 @@ async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None
         while time.monotonic() < end and watcher.timeline.liveness is not None:
             await asyncio.sleep(min(1.0, max(0.0, end - time.monotonic())))
             await watcher.probe()
-        return status_report(fleet, cfg, watcher.timeline)
+        stuck = None
+        if watcher.timeline.compute_verdict().state == "hung":
+            stuck = await stuck_evidence(fleet, cfg, watcher.timeline, stacks=stacks)
+        return status_report(fleet, cfg, watcher.timeline, stuck)
+
+
+STUCK_SAMPLE_S = 15.0        # seconds `status` waits for two sampler rounds of every rank when hung
+
+
+async def stuck_evidence(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline, *, stacks: bool = False,
+                         timeout: float = STUCK_SAMPLE_S) -> StuckReport | None:
+    """A one-off look at every rank's GPU and RDMA (the stats sampler, two rounds, at most `timeout`
+    seconds: what was not read stays unknown) and, with `stacks`, the engine's Python stacks; judged."""
+    monitor = StatsMonitor(fleet, cfg, None)
+    async with monitor:
+        _, found = await asyncio.gather(
+            monitor.first_sample(timeout),
+            read_stacks(fleet, cfg, timeline) if stacks else asyncio.sleep(0, result=None))
+    return stuck_report(timeline, monitor.stats, found)

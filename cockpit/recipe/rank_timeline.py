@@ -82,6 +82,7 @@ class RankTimeline:
     pending: str = ""                    # what is not read yet (its container, its log): nothing is known
     partial: bool = False                # its log was read from a tail that may not reach its boot
     read_to: float = 0.0                 # host time up to which its log is known read (inf: to its end)
+    last_line: tuple[float, str] | None = None   # newest log line read but access lines: (host time, text)
     lines: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=CONTEXT_LINES))
     # the engine's periodic stats lines: (host time, prompt tok/s, generation tok/s, running, waiting)
     stats: deque[tuple[float, float, float, int, int]] = field(
@@ -216,6 +217,8 @@ class RankTimeline:
             events += self.enter(Phase.RUNNING, at)
         if is_access_log(text):   # one per HTTP request: it would crowd the failure context out
             return events
+        if self.last_line is None or at >= self.last_line[0]:
+            self.last_line = (at, text[:1000])   # the engine's own last word (HTTP access lines are not)
         self._seq += 1
         self.lines.append((self._seq, text))
         if not self._shutting_down(at):

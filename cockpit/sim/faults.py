@@ -37,6 +37,10 @@ DESCRIPTIONS: dict[str, str] = {
     "host-down": "the host vanishes: SSH refused/unreachable (handled by the demo server and the lab)",
     "slow-docker": 'a busy host: docker inspect answers late and docker logs lags its log by that long '
                    '(params: {"delay_s": N}, default 8)',
+    "tp-deadlock": 'on the head (rank 0): a tensor-parallel deadlock: one rank never enters the collective '
+                   '(params: {"rank_idle": N}, default the last rank), so the engine stops producing tokens '
+                   'with requests running; nvidia-smi on that rank reads 0 % at a low clock while the others '
+                   'spin at ~100 % (waiting in NCCL); py-spy dump shows where each rank waits',
     "fabric-degraded": 'ib_write_bw/ib_write_lat through ib_hca run at a lower rate (params: {"gbps": N}, '
                        'default 50) and a higher latency: a bad cable, port or PFC',
     "gpu-thermal": 'nvidia-smi reports SW and HW thermal slowdown active at 92 C (params: {"reasons": '

@@ -53,7 +53,7 @@ FAULTS = (
     "no-gpu", "docker-down", "docker-denied", "no-nvidia-runtime", "rdma-port-down", "wrong-gid", "low-disk",
     "low-memory", "slow-clocks", "missing-shard", "wrong-image-id", "nccl-timeout", "oom-at-load",
     "crash-after-ready", "hang", "traceback-on-stop", "lost-during-run", "host-down", "slow-docker",
-    "fabric-degraded", "gpu-thermal", "xid", "klog-denied",
+    "fabric-degraded", "gpu-thermal", "xid", "klog-denied", "tp-deadlock",
 )
 
 
@@ -106,6 +106,16 @@ def faults_dir(root: Path) -> Path:
 
 def fault_active(root: Path, name: str) -> bool:
     return (faults_dir(root) / name).exists()
+
+
+def fault_params(root: Path, name: str) -> dict:
+    """The JSON params of an active fault ({} when none, empty or unreadable)."""
+    try:
+        text = (faults_dir(root) / name).read_text().strip()
+        value = json.loads(text) if text else {}
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def active_faults(root: Path) -> list[str]:

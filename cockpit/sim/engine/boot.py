@@ -23,7 +23,7 @@ from cockpit.sim.engine import tracebacks
 from cockpit.sim.engine.cli import ServeArgs, kv_tokens, run_loop, schedule_from_env
 from cockpit.sim.engine.hostio import BYTES_PER_TOKEN, TOTAL_MEMORY, HostIO
 from cockpit.sim.engine.rendezvous import Head, WorkerLink
-from cockpit.sim.engine.serving import EngineConfig, Serving, shut_down_api
+from cockpit.sim.engine.serving import EngineConfig, Serving, activity, shut_down_api
 from cockpit.sim.engine.vlog import VLog, progress
 
 GIB = 1 << 30
@@ -432,6 +432,7 @@ class Boot:
             self.host,
             self.fault,
             on_tick,
+            nranks=self.world,
         )
         self.serving.start_background()
         await self.pause(NOMINAL["api"])
@@ -483,9 +484,10 @@ class Boot:
         self.ready = True   # a headless worker prints nothing when it is ready (no vLLM version does)
         return await self.watch_ready()
 
-    def _worker_tick(self, tokens: int, busy: float) -> None:
+    def _worker_tick(self, tokens: int, busy: float, idle: int | None = None) -> None:
         self.host.add_traffic(tokens * BYTES_PER_TOKEN)
-        self.host.set_gpu(busy, slow=self.fault("slow-clocks"))
+        self.host.set_gpu(0.0 if idle == self.rank else busy, slow=self.fault("slow-clocks"))
+        self.host.set_activity(activity(busy, idle is not None, idle, self.rank), "worker", self.rank)
 
     def on_worker_died(self, exc: WorkerDied) -> int:
         if self.serving is not None:

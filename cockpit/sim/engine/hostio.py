@@ -2,6 +2,8 @@
 
     <root>/run/mem.json     {"used_bytes": N}                         rising while loading, removed at exit
     <root>/run/gpu.json     {"utilization", "power_w", "sm_clock_mhz", "temperature_c", "apps": [...]}
+    <root>/run/pystate.json {"activity": serving|idle|collective|stalled, "role": head|worker, "rank": R,
+                             "pid": P}   what the engine's Python threads do (read by the py-spy stand-in)
     <root>/proc/meminfo     re-rendered after every mem.json change (`_meminfo.refresh`)
     <root>/sys/class/infiniband/<hca>/ports/1/counters/{port_xmit_data,port_rcv_data,port_xmit_packets,
                                                         port_rcv_packets}   (data counters = bytes / 4)
@@ -56,6 +58,7 @@ class HostIO:
         self.hca = hca
         self._rng = random.Random(seed)
         self.used_bytes = 0
+        self._activity: tuple[str, str, int] | None = None
 
     # --- memory ---------------------------------------------------------------------------------
     def set_memory(self, used: int) -> None:
@@ -86,6 +89,14 @@ class HostIO:
             else [],
         }
         write_atomic(layout.run_dir(self.root) / "gpu.json", json.dumps(data))
+
+    def set_activity(self, activity: str, role: str, rank: int) -> None:
+        """What the engine's Python threads are doing now (written when it changes)."""
+        if not self.root or self._activity == (activity, role, rank):
+            return
+        self._activity = (activity, role, rank)
+        write_atomic(layout.run_dir(self.root) / "pystate.json",
+                     json.dumps({"activity": activity, "role": role, "rank": rank, "pid": os.getpid()}))
 
     # --- RDMA -----------------------------------------------------------------------------------
     def counters_dir(self) -> Path | None:
@@ -130,7 +141,7 @@ class HostIO:
     def cleanup(self) -> None:
         if not self.root:
             return
-        for name in ("mem.json", "gpu.json"):
+        for name in ("mem.json", "gpu.json", "pystate.json"):
             with contextlib.suppress(FileNotFoundError):
                 (layout.run_dir(self.root) / name).unlink()
         _meminfo.refresh(self.root)

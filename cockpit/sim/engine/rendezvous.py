@@ -9,7 +9,9 @@ Line protocol, one JSON object per line:
     worker -> head   {"op": "hb"}                                    heartbeat, every second
     head -> worker   {"op": "hb"}                                    heartbeat, every second after welcome
     head -> worker   {"op": "tick", "tokens": N, "busy": F}          while serving, every 0.5 s: tokens
-                                                                     processed since the last tick, GPU load
+                                                                     processed since the last tick, GPU load;
+                                                                     "idle": R added under tp-deadlock (the
+                                                                     rank that never enters the collective)
 A connection that closes, or stays silent for HEARTBEAT_TIMEOUT_S, means the peer died. A hello that
 arrives after the head finished its init is held open and never answered (the relaunch race of the
 recipe: a new worker joining an old head hangs).
@@ -141,12 +143,13 @@ class Head:
             with contextlib.suppress(ConnectionError, OSError):
                 await _send(w, {"op": "welcome", "world_size": world_size})
 
-    def tick(self, tokens: int, busy: float) -> None:
+    def tick(self, tokens: int, busy: float, idle: int | None = None) -> None:
+        msg = {"op": "tick", "tokens": tokens, "busy": round(busy, 3)}
+        if idle is not None:
+            msg["idle"] = idle
         for w in list(self.writers.values()):
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
-                w.write(
-                    (json.dumps({"op": "tick", "tokens": tokens, "busy": round(busy, 3)}) + "\n").encode()
-                )
+                w.write((json.dumps(msg) + "\n").encode())
 
     async def close(self) -> None:
         """Stop listening, close every connection (joined, late or still saying hello) and wait for
@@ -174,7 +177,7 @@ class WorkerLink:
         self.writer: asyncio.StreamWriter | None = None
         self.lost = asyncio.Event()
         self.world_size = 0
-        self.on_tick: Callable[[int, float], None] = lambda _t, _b: None
+        self.on_tick: Callable[[int, float, int | None], None] = lambda _t, _b, _i: None
         self._tasks: list[asyncio.Task[None]] = []
 
     async def try_join(self, addr: str, port: int) -> bool:
@@ -212,7 +215,9 @@ class WorkerLink:
                 if msg is None:
                     break
                 if msg.get("op") == "tick":
-                    self.on_tick(int(msg.get("tokens", 0)), float(msg.get("busy", 0.0)))
+                    idle = msg.get("idle")
+                    self.on_tick(int(msg.get("tokens", 0)), float(msg.get("busy", 0.0)),
+                                 idle if isinstance(idle, int) else None)
         except (TimeoutError, ConnectionError, OSError):
             pass
         self.lost.set()

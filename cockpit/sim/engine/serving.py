@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from cockpit.sim import layout
 from cockpit.sim.engine import tracebacks
 from cockpit.sim.engine.api import ChatAPI, start_site
 from cockpit.sim.engine.core import EngineCore
@@ -43,6 +44,16 @@ async def shut_down_api(log: VLog, teardown: Callable[[], Awaitable[None]], trac
     log.uvicorn(f"Finished server process [{log.pid}]")
 
 
+def activity(busy: float, hung: bool, idle: int | None, rank: int) -> str:
+    """What a rank's Python threads do: stalled (never entered the collective), spinning in the
+    collective (hung), serving, or waiting for work."""
+    if idle == rank:
+        return "stalled"
+    if hung:
+        return "collective"
+    return "serving" if busy > 0.005 else "idle"
+
+
 class Serving:
     """Owns the engine core and its background tasks; `start_api` opens the HTTP port."""
 
@@ -53,7 +64,8 @@ class Serving:
         log: VLog,
         host: HostIO,
         fault: Callable[[str], bool] = lambda _: False,
-        on_tick: Callable[[int, float], None] | None = None,
+        on_tick: Callable[[int, float, int | None], None] | None = None,
+        nranks: int = 1,
     ) -> None:
         self.sch = schedule
         self.cfg = cfg
@@ -61,13 +73,14 @@ class Serving:
         self.host = host
         self.fault = fault
         self.on_tick = on_tick
+        self.nranks = nranks
         self.core = EngineCore(
             schedule,
             cfg.model,
             cfg.max_model_len,
             cfg.max_num_seqs,
             cfg.kv_tokens,
-            hang=lambda: fault("hang"),
+            hang=lambda: fault("hang") or fault("tp-deadlock"),
         )
         self.api = ChatAPI(self.core, cfg.model_path, schedule.info(), cfg.max_images)
         self.runner: web.AppRunner | None = None
@@ -99,15 +112,27 @@ class Serving:
             await asyncio.sleep(TICK_S)
             now = time.monotonic()
             busy = min(1.0, (self.core.busy_s - last_busy) / max(1e-6, now - last_t))
-            if self.core.hang() and self.core.running:
+            hung = self.core.hang() and bool(self.core.running)
+            if hung:
                 busy = 1.0
+            idle = self.deadlocked_rank() if hung else None
             last_busy, last_t = self.core.busy_s, now
             total = self.core.stats.prompt_tokens + self.core.stats.generation_tokens
             delta, last_tok = total - last_tok, total
             self.host.add_traffic(delta * BYTES_PER_TOKEN)
-            self.host.set_gpu(busy, slow=self.fault("slow-clocks"))
+            self.host.set_gpu(0.0 if idle == 0 else busy, slow=self.fault("slow-clocks"))
+            self.host.set_activity(activity(busy, hung, idle, 0), "head", 0)
             if self.on_tick is not None:
-                self.on_tick(delta, busy)
+                self.on_tick(delta, busy, idle)
+
+    def deadlocked_rank(self) -> int | None:
+        """The rank that never enters the collective under `tp-deadlock` (its `rank_idle`, default the
+        last rank); None without that fault."""
+        if not self.fault("tp-deadlock"):
+            return None
+        params = layout.fault_params(self.host.root, "tp-deadlock") if self.host.root else {}
+        rank = params.get("rank_idle", self.nranks - 1)
+        return rank if isinstance(rank, int) and 0 <= rank < max(1, self.nranks) else self.nranks - 1
 
     async def _stats_logger(self) -> None:
         interval = STATS_INTERVAL_S * self.sch.time_scale

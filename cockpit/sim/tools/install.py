@@ -19,6 +19,7 @@ COMMON = {
     "ib_write_bw": "ib_write_bw",
     "ib_write_lat": "ib_write_lat",
     "journalctl": "journalctl",
+    "py-spy": "py_spy",          # the engine image's py-spy (the sim's "container" sees the host PATH)
 }
 DEMO_ONLY = {"ip": "ip", "ss": "ss", "df": "df", "hostname": "hostname"}
 # cat/head only start Python when an operand is a path the sim owns.

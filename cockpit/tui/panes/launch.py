@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from rich.text import Text
 from textual import events, work
@@ -36,13 +37,16 @@ from cockpit.recipe.lock import ClusterLock, LockError
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import ReplaceItem, execute_replace
 from cockpit.recipe.stop import StopItem, execute_stop, plan_stop
+from cockpit.recipe.stuck import RankStacks, read_stacks, stuck_report
 from cockpit.recipe.timeline import ClusterTimeline, Failure, LaunchEvent, VerdictChanged
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.dialogs import ConfirmCommands, ConfirmResult
+from cockpit.tui.keys import key_for
 from cockpit.tui.messages import DryRunDone, GateChecked, LaunchNotice, StopPlanned
 from cockpit.tui.pane import Pane
+from cockpit.tui.widgets.stuck_view import StuckView
 from cockpit.tui.widgets.timeline import TimelineView
 
 CONTEXT_SHOWN = 400
@@ -67,6 +71,7 @@ class LaunchPane(Pane):
         Binding("R", "relaunch", "Relaunch", id="launch.relaunch"),
         Binding("s", "stop", "Stop", id="launch.stop"),
         Binding("r", "status", "Look again", id="launch.status"),
+        Binding("k", "stacks", "Stacks", id="launch.stacks", show=False),
     ]
     DEFAULT_CSS = """
     LaunchPane #launch-verdict { height: auto; padding: 0 1; }
@@ -88,6 +93,7 @@ class LaunchPane(Pane):
         self.gate: L.Gate | None = None
         self.clock: Callable[[], float] = time.time
         self._shown_failure: Failure | None = None
+        self._stacks: dict[int, RankStacks] | None = None   # read on the operator's `k` while hung
 
     @property
     def timeline(self) -> ClusterTimeline:
@@ -104,6 +110,7 @@ class LaunchPane(Pane):
         with VerticalScroll(id="launch-body"):
             yield Static(id="launch-todo", markup=False)
             yield TimelineView(id="launch-timeline")
+            yield StuckView(id="launch-stuck")
             yield Static(id="launch-failure", markup=False)
             yield Log(id="launch-context", max_lines=CONTEXT_SHOWN, highlight=False)
             yield Static(id="launch-commands", markup=False)
@@ -142,7 +149,20 @@ class LaunchPane(Pane):
         self.query_one("#launch-commands", Static).update(self._commands_text())
         targets = {r: self.ctx.config.host(r).ssh for r in self.cfg.ranks}
         self.query_one(TimelineView).show(self.timeline, now, targets, compact=self.short)
+        self._show_stuck(now)
         self._show_failure()
+
+    def _show_stuck(self, now: float) -> None:
+        """The hung engine's per-rank evidence (the core's judgement over the one model)."""
+        report = stuck_report(self.timeline, self.ctx.monitor.stats, self._stacks, now)
+        if report is None:
+            self._stacks = None                 # stacks belong to the hang they were read in
+        else:
+            report = replace(report, remedy=self._fix(report.remedy))
+        width = max(40, (self.size.width or self.app.size.width) - 4)
+        key = key_for(self, "stacks", disabled=True)
+        hint = f"{key}: read each rank's Python stacks (py-spy)" if key and self._stacks is None else ""
+        self.query_one(StuckView).show(report, width, compact=self.short, hint=hint)
 
     def _fix(self, text: str) -> str:
         """A remedy whose quoted cockpit commands carry this cockpit's --config when it is not the default."""
@@ -251,6 +271,8 @@ class LaunchPane(Pane):
             return False                    # hidden: a read-only cockpit
         if self.launching and action in ("dry_run", "launch", "relaunch"):
             return None                     # shown greyed out while a launch runs
+        if action == "stacks" and self.timeline.verdict.state != "hung":
+            return None                     # stacks are read for a hung engine only
         return True
 
     def action_dry_run(self) -> None:
@@ -412,6 +434,19 @@ class LaunchPane(Pane):
             return
         text = "; ".join(f"rank {o.rank}: {'stopped' if o.ok else o.message}" for o in outcomes)
         self.note(f"stop: {text}", "bold" if all(o.ok for o in outcomes) else "fail")
+
+    def action_stacks(self) -> None:
+        self.note("reading the engine's Python stacks on every rank (py-spy dump) …", "muted")
+        self._stacks_worker()
+
+    @work(exclusive=True, group="launch-stacks", exit_on_error=False)
+    async def _stacks_worker(self) -> None:
+        self._stacks = await read_stacks(self.ctx.fleet, self.cfg, self.timeline)
+        read = [r for r, s in self._stacks.items() if s.state == "read"]
+        self.note(f"stacks read on rank {', '.join(map(str, read))}" if read
+                  else "no stacks read: " + "; ".join(f"rank {r}: {s.detail or s.state}"
+                                                      for r, s in self._stacks.items()), "")
+        self.refresh_view()
 
     def action_status(self) -> None:
         self.note("looking again …", "muted")

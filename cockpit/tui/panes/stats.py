@@ -25,6 +25,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from cockpit.recipe.recording import path_for
+from cockpit.recipe.stuck import stuck_report
 from cockpit.telemetry.cluster_stats import RANK_SERIES, History, stale_after
 from cockpit.telemetry.recorder import RecordingUnreadable, read_series
 from cockpit.tui.context import CockpitContext
@@ -40,6 +41,7 @@ from cockpit.tui.widgets.stats_view import (
     span,
 )
 from cockpit.tui.widgets.statusline import StatusLine
+from cockpit.tui.widgets.stuck_view import StuckView
 
 HINT_LABELS = {"select(-1)": "prev rank", "select(1)": "next rank", "detail": "detail", "back": "back",
                "window": "history window"}
@@ -75,6 +77,7 @@ class StatsPane(Pane):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-body", can_focus=False):
             yield Static(id="stats-ranks")
+            yield StuckView(id="stats-stuck")
             yield Static(id="stats-detail")
             yield Static(id="stats-alerts")
             yield Static(id="stats-engine")
@@ -175,7 +178,7 @@ class StatsPane(Pane):
         e = stats.engine
         engine_age = None if e is None or now - e.at <= stale_after(stats.interval_s) else span(now - e.at)
         return (stats.version, ages, engine_age, self.size.width, self.selected, self.detail, self.window,
-                id(self.recorded), self.recorded_note)
+                id(self.recorded), self.recorded_note, self.ctx.watcher.timeline.verdict.state)
 
     def refresh_view(self) -> None:
         self._drawn = None
@@ -204,8 +207,10 @@ class StatsPane(Pane):
                                      sampler.starts.get(self.selected, 0),
                                      (self.recorded or History(DETAIL_SPARK)) if windowed else None,
                                      self.recorded_note if windowed else None))
-        else:
-            table = rank_table(stats, now, width, self.selected)
+        stuck = stuck_report(self.ctx.watcher.timeline, stats, None, now)
+        self.query_one(StuckView).show(None if detail else stuck, width, ranks=False)
+        if not detail:
+            table = rank_table(stats, now, width, self.selected, stuck.odd if stuck else ())
             events = gpu_events_block(stats, now, width, self.ctx.config.stats.xid_alert_s)
             ranks.update(table if events is None else Group(table, Text(""), events))
             engine.update(engine_block(stats, now, width))

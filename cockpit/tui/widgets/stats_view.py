@@ -9,7 +9,7 @@ an unknown figure is "–", never 0. Every text that came from a host is neutral
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -176,8 +176,10 @@ def counters_text(changes: dict[str, int], error_role: str) -> Text:
 
 # ---- the cluster view ---------------------------------------------------------------------------------
 
-def rank_table(stats: ClusterStats, now: float, width: int, selected: int | None = None) -> Table:
-    """One row per rank; narrow (below WIDE columns): compact memory and RDMA, no counters, no sparkline."""
+def rank_table(stats: ClusterStats, now: float, width: int, selected: int | None = None,
+               odd: Collection[int] = ()) -> Table:
+    """One row per rank; narrow (below WIDE columns): compact memory and RDMA, no counters, no sparkline.
+    `odd`: the ranks a hung engine's stuck report names (marked ▶ in the failure style)."""
     wide = width >= WIDE
     table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, expand=False, show_edge=False,
                   header_style="bold")
@@ -203,9 +205,9 @@ def rank_table(stats: ClusterStats, now: float, width: int, selected: int | None
 
         g = s.gpu
         marker = "▸" if rank == selected else " "
-        rank_style = roles.get("rank") or ("stale" if stale else "bold")
+        rank_style = "fail" if rank in odd else roles.get("rank") or ("stale" if stale else "bold")
         row: list[RenderableType] = [
-            Text.assemble((marker, "accent"), (f"{rank}", rank_style)),
+            Text.assemble((marker, "accent"), (f"{rank}", rank_style), ("▶" if rank in odd else "", "fail")),
             Text(state, style=roles.get("rank") or ("stale" if stale else "ok.soft")),
             cell("util", UNKNOWN if g is None or g.util is None else f"{g.util} %"),
             cell("sm", UNKNOWN if g is None else f"{num(g.sm)}/{num(g.max_sm)}"),
