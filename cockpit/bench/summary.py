@@ -313,12 +313,12 @@ def figures(summary: SummaryLike) -> dict[str, float]:
 
     for cell in s.decode:
         base = f"decode.{cell.category}.c{cell.concurrency}"
-        put(f"{base}.per_stream_tps", cell.per_stream_tps)
-        put(f"{base}.aggregate_tps", cell.aggregate_tps)
-        put(f"{base}.ttft_s", cell.ttft_s)
+        shown = cell.to_dict()          # the figures as summary.json has them (rounded)
+        for key in ("per_stream_tps", "aggregate_tps", "ttft_s"):
+            put(f"{base}.{key}", shown[key])
         if cell.repeats is not None:
             for key, sp in cell.repeats.spreads():
-                put(f"{base}.{key}.mean", sp.mean)
+                put(f"{base}.{key}.mean", round(sp.mean, 4))
         if cell.telemetry is not None:
             put(f"{base}.energy_j_per_token", cell.telemetry.energy_j_per_token)
     for row in s.headline:
@@ -330,9 +330,9 @@ def figures(summary: SummaryLike) -> dict[str, float]:
         put(f"prefill.{pre.target_tokens}.prefill_tps", pre.prefill_tps)
         put(f"prefill.{pre.target_tokens}.ttft_s", pre.ttft_s)
     for dc in s.depth:
-        put(f"depth.{dc.depth}.decode_tps", dc.decode_tps)
+        put(f"depth.{dc.depth}.decode_tps", dc.to_dict()["decode_tps"])
         if dc.repeats is not None and dc.repeats.decode_tps is not None:
-            put(f"depth.{dc.depth}.decode_tps.mean", dc.repeats.decode_tps.mean)
+            put(f"depth.{dc.depth}.decode_tps.mean", round(dc.repeats.decode_tps.mean, 4))
     for probe in s.idle_probe:
         kind = "back_to_back_tps" if probe.back_to_back else "decode_tps"
         put(f"idle_probe.{probe.name}.{kind}", probe.decode_tps)
