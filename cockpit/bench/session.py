@@ -10,7 +10,9 @@ returns the :class:`Refusal` that stops it. The runner writes the records and th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,12 +125,24 @@ async def cluster_endpoint(config: ClusterConfig, *, read_timeout: float, deadli
         await rank0_fleet_connected(fleet, config.ssh.connect_timeout + 2)
         if refusal is None:
             sampler.start()
+            await first_round(stats, config.stats.interval_s * 2 + config.ssh.connect_timeout)
         async with ApiEndpoint(fleet, config.cluster.api_port, read_timeout=read_timeout,
                                deadlines=deadlines, api_key=api_key) as endpoint:
             yield endpoint, refusal, stats
     finally:
         await sampler.close()
         await fleet.close()
+
+
+async def first_round(stats: ClusterStats, timeout: float) -> bool:
+    """Wait (at most ``timeout`` s) until every rank's sampler sent a round, so that the first cell has
+    readings; False when one did not (its cells say unknown)."""
+    deadline = time.monotonic() + timeout
+    while any(s.round_at is None for s in stats.ranks.values()):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
 
 
 async def pick_model(client: ApiClient, status: ApiStatus, *, wanted: str | None = None,
