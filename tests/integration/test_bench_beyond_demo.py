@@ -128,10 +128,21 @@ def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
             os.environ["XDG_STATE_HOME"] = old
 
 
+def short_prompts(path: Path) -> Path:
+    """The packaged prompt set with every answer cut to 24 tokens: the demo engine decodes in real time,
+    and the cells' shape, not their length, is what this test looks at."""
+    data = json.loads((Path(P.__file__).parent / "prompts_v1.json").read_text())
+    for cat in data["categories"].values():
+        cat["max_tokens"] = 24
+    path.write_text(json.dumps(data))
+    return path
+
+
 async def test_quick_repeat_2_depth_with_telemetry_per_cell(serving: SimCluster, tmp_path: Path) -> None:
     out = tmp_path / "run"
     res = await asyncio.to_thread(cli, serving, "bench", "--suite", "quick", "--repeat", "2", "--depth",
-                                  "0,2k", "--out", str(out), "--json", timeout=300)
+                                  "0,2k", "--prompts", str(short_prompts(tmp_path / "prompts.json")),
+                                  "--out", str(out), "--json", timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     s = json.loads(res.stdout)
     assert s["ok"] and s["status"] == "complete" and s["repeat"] == 2

@@ -277,7 +277,8 @@ class BenchPane(Pane):
                         return
                 ready = await S.prepare(endpoint, options, inputs, emit=self.feed,
                                         engine_deadlines={"first_token_s": engine.first_token_timeout_s,
-                                                          "idle_s": engine.idle_timeout_s})
+                                                          "idle_s": engine.idle_timeout_s},
+                                        stats=None if self.ctx.api_url else self.ctx.monitor.stats)
             except S.SetupError as exc:
                 self.refuse(Refusal(exc.message, exc.remedy, "bench-setup"))
                 return
