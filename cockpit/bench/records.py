@@ -138,8 +138,8 @@ class CellRepeats:
     @classmethod
     def of(cls, cells: list[DecodeCell]) -> CellRepeats:
         runs = tuple({k: _round(getattr(c, k)) for k in cls.KEYS} for c in cells)
-        return cls(len(cells), spread(c.per_stream_tps for c in cells), spread(c.aggregate_tps for c in cells),
-                   spread(c.ttft_s for c in cells), runs)
+        return cls(len(cells), spread(c.per_stream_tps for c in cells),
+                   spread(c.aggregate_tps for c in cells), spread(c.ttft_s for c in cells), runs)
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, **{k: None if getattr(self, k) is None else getattr(self, k).to_dict()

@@ -136,7 +136,8 @@ def render_html(summary: SummaryLike, title: str | None = None) -> str:
              + f". API: {esc(s.api_url)}."
              + (f" Every decode cell measured {s.repeat} times." if s.repeat > 1 else "") + "</p>"]
     if s.status != "complete":
-        parts.append('<p class="warn">This run did not complete: its figures are partial and not comparable.</p>')
+        parts.append('<p class="warn">This run did not complete: its figures are partial and not '
+                     'comparable.</p>')
     parts += charts(s)
     if s.decode:
         concs = sorted({c.concurrency for c in s.decode})
@@ -150,29 +151,33 @@ def render_html(summary: SummaryLike, title: str | None = None) -> str:
                 row.append("" if cell is None else f"{cell.failed}/{cell.requests} failed" if cell.failed else
                            f"{_num(cell.per_stream_tps)} / {_num(cell.aggregate_tps)}")
             rows.append(row)
-        parts += ["<h2>Decode</h2><p class=\"muted\">tok/s: per-stream (TTFT excluded) / aggregate (batch wall "
+        parts += ["<h2>Decode</h2><p class=\"muted\">tok/s: per-stream (TTFT excluded) / aggregate "
+                  "(batch wall "
                   "time); temperature 0, thinking off, tokens from usage.</p>",
                   _table(["category", *[f"C{c}" for c in concs]], rows)]
         reps = [c for c in s.decode if c.repeats is not None]
         if reps:
             parts += [f"<h3>Repeated {s.repeat} times: mean ± std (95 % CI, Student t)</h3>", _table(
                 ["cell", "per-stream (tok/s)", "aggregate (tok/s)", "TTFT (s)"],
-                [[f"{c.category} C{c.concurrency}", spread_text(c.repeats.per_stream_tps if c.repeats else None),
+                [[f"{c.category} C{c.concurrency}",
+                  spread_text(c.repeats.per_stream_tps if c.repeats else None),
                   spread_text(c.repeats.aggregate_tps if c.repeats else None),
                   spread_text(c.repeats.ttft_s if c.repeats else None, 3)] for c in reps])]
     if s.depth:
         parts += ["<h2>Decode at context depth</h2>", _table(
             ["depth", "prompt tokens (usage)", "TTFT (s)", "decode (tok/s)", "mean ± std (95 % CI)"],
-            [[tokens_label(d.depth), d.prompt_tokens if d.prompt_tokens is not None else "—", _num(d.ttft_s, 3),
-              _num(d.decode_tps) if d.ok else "failed",
-              spread_text(d.repeats.decode_tps) if d.repeats and d.repeats.decode_tps else "—"] for d in s.depth])]
+            [[tokens_label(d.depth), d.prompt_tokens if d.prompt_tokens is not None else "—",
+              _num(d.ttft_s, 3), _num(d.decode_tps) if d.ok else "failed",
+              spread_text(d.repeats.decode_tps) if d.repeats and d.repeats.decode_tps else "—"]
+             for d in s.depth])]
     if s.prefill:
         parts += ["<h2>Prefill</h2>", _table(["target", "prompt tokens", "TTFT (s)", "prefill (tok/s)"], [
             [p.target_tokens, p.prompt_tokens if p.prompt_tokens is not None else "—", _num(p.ttft_s, 3),
              _num(p.prefill_tps) if p.ok else "failed"] for p in s.prefill])]
     if s.needle:
         parts += ["<h2>Needle</h2>", _table(["context", "depth", "result", "answer"], [
-            [n.prompt_tokens or n.context_tokens, f"{n.depth:.0%}" if isinstance(n.depth, int | float) else "—",
+            [n.prompt_tokens or n.context_tokens,
+             f"{n.depth:.0%}" if isinstance(n.depth, int | float) else "—",
              "pass" if n.passed else "FAIL", str(n.answer or "")[:200]] for n in s.needle])]
     if s.checks:
         parts += ["<h2>Vision and tools</h2>", _table(["check", "group", "result", "reason"], [
@@ -185,7 +190,8 @@ def render_html(summary: SummaryLike, title: str | None = None) -> str:
     if tele:
         parts += ["<h2>Telemetry per cell</h2><p class=\"muted\">Means over each cell's window, per rank; "
                   "energy = Σ power × wall time / tokens, unknown unless every rank's power was read.</p>",
-                  _table(["cell", "power (W) per rank", "SM clock (MHz) per rank", "RDMA tx / rx (Gb/s) per rank",
+                  _table(["cell", "power (W) per rank", "SM clock (MHz) per rank",
+                          "RDMA tx / rx (Gb/s) per rank",
                           "KV cache peak (%)", "energy (J/token)"],
                          [[label, " / ".join(_num(r.power_w, 1) for r in t.ranks),
                            " / ".join(_num(r.sm_mhz, 0) for r in t.ranks),
@@ -203,7 +209,8 @@ def render_html(summary: SummaryLike, title: str | None = None) -> str:
                   bar_svg("This run / earlier", "ratio", [(r.figure.split(".", 1)[-1][:18], r.ratio, None)
                                                           for r in ratios[:12]], "#6e7781") if ratios else "",
                   _table(["figure", "earlier", "this run", "ratio"],
-                         [[r.figure, _num(r.earlier), _num(r.this_run), _num(r.ratio, 3)] for r in comp.rows])]
+                         [[r.figure, _num(r.earlier), _num(r.this_run), _num(r.ratio, 3)]
+                          for r in comp.rows])]
     if s.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in s.notes) + "</ul>")
     parts.append("</body></html>\n")

@@ -306,9 +306,10 @@ class Runner:
 
     def _cells(self) -> int:
         plan = self.plan
-        sized = (1 if plan.prefill_sizes or plan.needles or any(self.depths) else 0) + len(plan.prefill_sizes) \
-            + len(plan.needles)
-        return len(plan.decode_cells()) + len(self.depths) + sized + (1 if plan.checks else 0) + (1 if plan.idle_probe else 0)
+        sized = ((1 if plan.prefill_sizes or plan.needles or any(self.depths) else 0)
+                 + len(plan.prefill_sizes) + len(plan.needles))
+        return (len(plan.decode_cells()) + len(self.depths) + sized + (1 if plan.checks else 0)
+                + (1 if plan.idle_probe else 0))
 
     async def _decode_cells(self) -> None:
         cells = self.plan.decode_cells()
@@ -352,7 +353,9 @@ class Runner:
 
     def _depth_category(self) -> str:
         cats = self.prompts.categories
-        return "prose" if "prose" in cats else (self.plan.categories[0] if self.plan.categories else next(iter(cats)))
+        if "prose" in cats:
+            return "prose"
+        return self.plan.categories[0] if self.plan.categories else next(iter(cats))
 
     async def _depth_cells(self) -> None:
         """Single-stream decode with ``depth`` tokens of filler in front of a prose prompt; the depth's

@@ -355,7 +355,8 @@ def _ratio(this: float | None, ref: float | None) -> float | None:
 
 def card_rows(figs: dict[str, float]) -> list[CardRow]:
     """This run next to the card's reference figures."""
-    return [CardRow(name, label, ref, figs.get(name), _ratio(figs.get(name), ref)) for name, label, ref in CARD]
+    return [CardRow(name, label, ref, figs.get(name), _ratio(figs.get(name), ref))
+            for name, label, ref in CARD]
 
 
 def compare_rows(figs: dict[str, float], earlier: Mapping[str, Any]) -> list[CompareRow]:
@@ -546,7 +547,8 @@ def _telemetry_table(s: BenchSummary) -> list[str]:
     if not rows:
         return []
     return ["## Telemetry per cell", "",
-            "Means over the cell's window per rank (rank 0 / 1 / …); KV cache: rank 0's engine, peak; energy: "
+            "Means over the cell's window per rank (rank 0 / 1 / …); KV cache: rank 0's engine, peak; "
+            "energy: "
             "Σ power × wall time / tokens generated, unknown unless every rank's power was read.", "",
             *_table(["cell", "power (W)", "SM clock (MHz)", "RDMA tx (Gb/s)", "RDMA rx (Gb/s)",
                      "KV cache peak (%)", "energy (J/token)"],

@@ -83,7 +83,8 @@ class CellTelemetry:
         return {"started_at": round(self.started_at, 3), "ended_at": round(self.ended_at, 3),
                 "ranks": [r.to_dict() for r in self.ranks],
                 "power_w": _r(self.power_w),
-                "kv_cache_pct_max": _r(self.kv_cache_pct_max), "kv_cache_pct_mean": _r(self.kv_cache_pct_mean),
+                "kv_cache_pct_max": _r(self.kv_cache_pct_max),
+                "kv_cache_pct_mean": _r(self.kv_cache_pct_mean),
                 "completion_tokens": self.completion_tokens,
                 "energy_j_per_token": _r(self.energy_j_per_token, 4),
                 "energy_unknown": self.energy_unknown}
@@ -101,7 +102,8 @@ class CellTelemetry:
                    why if isinstance(why, str) else None)
 
 
-def window_means(times: list[float], values: list[float | None], t0: float, t1: float) -> tuple[int, float | None]:
+def window_means(times: list[float], values: list[float | None], t0: float,
+                 t1: float) -> tuple[int, float | None]:
     """(points in [t0, t1], the mean of the known ones there)."""
     inside = [v for t, v in zip(times, values, strict=False) if t0 <= t <= t1]
     known = [v for v in inside if v is not None and math.isfinite(v)]

@@ -304,7 +304,8 @@ def render_text(s: BenchSummary, out: Path) -> str:
     for d in s.depth:
         lines.append(f"  depth {tokens_label(d.depth)}: {f(d.decode_tps) if d.ok else 'failed'} tok/s "
                      f"({d.prompt_tokens} prompt tokens"
-                     + (f"; {spread_text(d.repeats.decode_tps)}" if d.repeats and d.repeats.decode_tps else "")
+                     + (f"; {spread_text(d.repeats.decode_tps)}"
+                        if d.repeats and d.repeats.decode_tps else "")
                      + ")")
     for pre in s.prefill:
         lines.append(f"  prefill {pre.target_tokens}: {f(pre.prefill_tps)} tok/s "
@@ -314,7 +315,8 @@ def render_text(s: BenchSummary, out: Path) -> str:
     lines.append("  compared with the card" + (" (each cell's first run)" if s.repeat > 1 else "") + ":")
     for card in s.card:
         if card.this_run is not None:
-            lines.append(f"    {card.measure}: {f(card.this_run)} vs {f(card.card)} (ratio {f(card.ratio, 3)})")
+            lines.append(f"    {card.measure}: {f(card.this_run)} vs {f(card.card)} "
+                         f"(ratio {f(card.ratio, 3)})")
     for comp in s.compare:
         lines.append(f"  compared with {safe(str(comp.source))}:")
         lines += [f"    {r.figure}: {f(r.this_run)} vs {f(r.earlier)} (ratio {f(r.ratio, 3)})"

@@ -67,7 +67,7 @@ async def test_depth_prompts_are_sized_by_the_engines_usage(engine: str, tmp_pat
     assert base is not None and base < 200                                   # depth 0: the prose prompt alone
     for cell in runner.depth:
         rec = by_depth[cell.depth]
-        assert cell.prompt_tokens == rec.prompt_tokens                        # the engine's count, as sent back
+        assert cell.prompt_tokens == rec.prompt_tokens               # the engine's count, as sent back
         if cell.depth:
             assert rec.prompt_tokens is not None
             assert abs(rec.prompt_tokens - base - cell.depth) <= 0.03 * cell.depth + 64, (cell.depth, rec)

@@ -96,7 +96,7 @@ class Schedule:
         return self.attn_s_per_ktok * beyond / 1024
 
     def single_stream_at(self, context_tokens: int, category: str = "prose") -> float:
-        """Steady single-stream decode rate with ``context_tokens`` in front, tok/s (the ``--depth`` figure)."""
+        """Steady single-stream decode rate with ``context_tokens`` in front, tok/s (``bench --depth``)."""
         return self.tokens_per_step(category) / self.step_time(1, (context_tokens,))
 
     def tokens_per_step(self, category: str) -> float:

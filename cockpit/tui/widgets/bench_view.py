@@ -176,7 +176,8 @@ def repeat_table(s: BenchSummary) -> Group | None:
         table.add_row(f"{safe(c.category, 24)} C{c.concurrency}",
                       spread_text(reps.per_stream_tps if reps else None),
                       spread_text(reps.aggregate_tps if reps else None))
-    return _titled(f"Repeated {s.repeat} times", table, "mean ± std, 95 % CI (Student t); the card uses run 1")
+    return _titled(f"Repeated {s.repeat} times", table,
+                   "mean ± std, 95 % CI (Student t); the card uses run 1")
 
 
 def depth_table(s: BenchSummary) -> Group | None:
@@ -274,7 +275,8 @@ def compare_table(comp: Compare) -> Group:
     rows = [r for r in comp.rows if r.ratio is not None]
     table = _table(["figure", "earlier", "this run", "ratio"])
     for r in rows[:MAX_COMPARE_ROWS]:
-        table.add_row(safe(r.figure, 60), fmt(r.earlier), fmt(r.this_run), Text(fmt(r.ratio, 3), style="bold"))
+        table.add_row(safe(r.figure, 60), fmt(r.earlier), fmt(r.this_run),
+                      Text(fmt(r.ratio, 3), style="bold"))
     if len(rows) > MAX_COMPARE_ROWS:
         table.add_row(Text(f"… and {len(rows) - MAX_COMPARE_ROWS} more in summary.md", style="muted"))
     return _titled(f"Compared with {safe(comp.source, 200)}", table, "ratio: this run / earlier")
