@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
+from cockpit.telemetry.cluster_stats import stale_after
+
 if TYPE_CHECKING:
     from cockpit.api.client import ApiClient
     from cockpit.telemetry.cluster_stats import ClusterStats
@@ -102,12 +104,19 @@ class CellTelemetry:
                    why if isinstance(why, str) else None)
 
 
-def window_means(times: list[float], values: list[float | None], t0: float,
-                 t1: float) -> tuple[int, float | None]:
-    """(points in [t0, t1], the mean of the known ones there)."""
-    inside = [v for t, v in zip(times, values, strict=False) if t0 <= t <= t1]
-    known = [v for v in inside if v is not None and math.isfinite(v)]
-    return len(inside), (fmean(known) if known else None)
+def window_means(times: list[float], values: list[float | None], t0: float, t1: float,
+                 before_s: float = 0.0) -> tuple[int, float | None]:
+    """(points, the mean of the known values) in [t0, t1]; when none is known there (a cell shorter than
+    the sampler's interval), those of the ``before_s`` seconds before t0 (readings still current)."""
+    def mean_in(lo: float, hi: float) -> tuple[int, float | None]:
+        inside = [v for t, v in zip(times, values, strict=False) if lo <= t <= hi]
+        known = [v for v in inside if v is not None and math.isfinite(v)]
+        return len(inside), (fmean(known) if known else None)
+
+    points, mean = mean_in(t0, t1)
+    if mean is None and before_s > 0:
+        points, mean = mean_in(t0 - before_s, t0)
+    return points, mean
 
 
 def energy(ranks: tuple[RankTelemetry, ...], wall_s: float,
@@ -162,12 +171,12 @@ class TelemetrySource:
             self._task = None
         ranks: list[RankTelemetry] = []
         if self.stats is not None:
-            # the sampler's rounds land every interval: a short cell gets the readings around it too
-            slack = self.stats.interval_s
+            # the sampler's rounds land every interval: a cell shorter than that gets the readings that
+            # were still current when it started (younger than the stats model's stale age)
+            current = stale_after(self.stats.interval_s)
             for rank, hist in sorted(self.stats.history.items()):
                 times = list(hist.times)
-                got = [window_means(times, hist.values(name), self._t0 - slack, t1 + slack)
-                       for name in RANK_FIGURES]
+                got = [window_means(times, hist.values(name), self._t0, t1, current) for name in RANK_FIGURES]
                 ranks.append(RankTelemetry(rank, got[0][0], *(mean for _, mean in got)))
         joules, why = energy(tuple(ranks), t1 - self._t0, tokens)
         kv = self._kv

@@ -19,7 +19,7 @@ from cockpit.bench.report import render_html
 from cockpit.bench.stats import spread, t_975
 from cockpit.bench.suite import K, parse_depths, parse_repeat
 from cockpit.bench.summary import BenchSummary, figures, render_markdown
-from cockpit.bench.telemetry import CellTelemetry, RankTelemetry, TelemetrySource, energy
+from cockpit.bench.telemetry import CellTelemetry, RankTelemetry, TelemetrySource, energy, window_means
 from cockpit.cli import main as cli_main
 from cockpit.telemetry.cluster_stats import ClusterStats
 from cockpit.telemetry.gpu import GpuReading
@@ -201,3 +201,11 @@ def test_report_only_compares_several_runs(tmp_path: Path, capsys: pytest.Captur
     assert page.count("<h2>Compared with ") == 3 and "<script" not in page
     assert cli_main(args) == 2                              # never into an existing directory
     capsys.readouterr()
+
+
+def test_a_short_cell_takes_the_readings_still_current() -> None:
+    times, values = [10.0, 11.0, 12.0], [80.0, None, 90.0]
+    assert window_means(times, values, 10.5, 12.5) == (2, 90.0)            # the window's own
+    assert window_means(times, values, 12.2, 12.4) == (0, None)            # none in it, no look back
+    assert window_means(times, values, 12.2, 12.4, 3.0) == (3, 85.0)       # the current ones before it
+    assert window_means(times, [None, None, None], 12.2, 12.4, 3.0) == (3, None)   # unknown, never 0
