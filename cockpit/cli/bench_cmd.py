@@ -217,9 +217,16 @@ async def _endpoint(args: argparse.Namespace) -> Any:
         yield endpoint, refusal, config.engine, stats
 
 
+def _compares(given: list[str] | None) -> str | tuple[str, ...] | None:
+    """One ``--compare DIR`` as the string it always was (config.json keeps its shape), several as a tuple."""
+    if not given:
+        return None
+    return given[0] if len(given) == 1 else tuple(given)
+
+
 def _options(args: argparse.Namespace) -> S.Options:
     return S.Options(suite=args.suite, concurrency=args.concurrency, prompts_file=args.prompts,
-                     out=Path(args.out) if args.out else None, compare=tuple(args.compare or ()) or None,
+                     out=Path(args.out) if args.out else None, compare=_compares(args.compare),
                      idle_s=args.idle, wait_s=args.wait, timeout_s=args.timeout, force=args.force,
                      repeat=args.repeat, depths=args.depth)
 

@@ -209,3 +209,8 @@ def test_a_short_cell_takes_the_readings_still_current() -> None:
     assert window_means(times, values, 12.2, 12.4) == (0, None)            # none in it, no look back
     assert window_means(times, values, 12.2, 12.4, 3.0) == (3, 85.0)       # the current ones before it
     assert window_means(times, [None, None, None], 12.2, 12.4, 3.0) == (3, None)   # unknown, never 0
+
+
+def test_one_compare_keeps_the_config_shape() -> None:
+    from cockpit.cli.bench_cmd import _compares
+    assert _compares(None) is None and _compares(["a"]) == "a" and _compares(["a", "b"]) == ("a", "b")
