@@ -9,13 +9,16 @@ come from ``usage`` only: a request without it has no figure, and a failed reque
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from statistics import fmean
 from typing import Any, Literal
 
 from cockpit.api.stream import ChatResult, StreamError, StreamStats, aggregate_tps
+from cockpit.bench.stats import Spread, spread
+from cockpit.bench.telemetry import CellTelemetry
 
-RecordKind = Literal["warmup", "calibrate", "decode", "prefill", "needle"]
+RecordKind = Literal["warmup", "calibrate", "decode", "prefill", "needle", "depth"]
 MAX_TEXT_CHARS = 64 * 1024
 """The most answer text a record keeps (the rest is cut, and says so)."""
 PROMPT_HEAD_CHARS = 400
@@ -106,9 +109,58 @@ def _round(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(x, nd)
 
 
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class CellRepeats:
+    """A cell measured N times (``bench --repeat N``): each run's figures and their spread."""
+
+    n: int
+    per_stream_tps: Spread | None
+    aggregate_tps: Spread | None
+    ttft_s: Spread | None
+    runs: tuple[dict[str, float | None], ...]
+
+    KEYS = ("per_stream_tps", "aggregate_tps", "ttft_s")
+
+    def spreads(self) -> Iterator[tuple[str, Spread]]:
+        for key in self.KEYS:
+            sp = getattr(self, key)
+            if sp is not None:
+                yield key, sp
+
+    @classmethod
+    def of(cls, cells: list[DecodeCell]) -> CellRepeats:
+        runs = tuple({k: _round(getattr(c, k)) for k in cls.KEYS} for c in cells)
+        return cls(len(cells), spread(c.per_stream_tps for c in cells),
+                   spread(c.aggregate_tps for c in cells), spread(c.ttft_s for c in cells), runs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, **{k: None if getattr(self, k) is None else getattr(self, k).to_dict()
+                                for k in self.KEYS}, "runs": [dict(r) for r in self.runs]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CellRepeats:
+        def sp(key: str) -> Spread | None:
+            v = d.get(key)
+            return Spread.from_dict(v) if isinstance(v, Mapping) else None
+        runs = d.get("runs")
+        return cls(_int(d.get("n")) or 0, sp("per_stream_tps"), sp("aggregate_tps"), sp("ttft_s"),
+                   tuple(dict(r) for r in runs if isinstance(r, Mapping)) if isinstance(runs, list) else ())
+
+
 @dataclass(frozen=True, slots=True)
 class DecodeCell:
-    """The figures of one decode cell: C streams of one category released together."""
+    """The figures of one decode cell: C streams of one category released together.
+
+    With ``--repeat N`` the cell's figures are those of its first run (the card's method: one batch per
+    cell) and ``repeats`` holds all N with their mean, std and 95 % interval."""
 
     category: str
     concurrency: int
@@ -119,6 +171,8 @@ class DecodeCell:
     aggregate_tps: float | None
     completion_tokens: int | None
     headline: bool
+    repeats: CellRepeats | None = None
+    telemetry: CellTelemetry | None = None
 
     @classmethod
     def of(cls, category: str, concurrency: int, records: list[RequestRecord], headline: bool) -> DecodeCell:
@@ -139,7 +193,81 @@ class DecodeCell:
         out = asdict(self)
         for k in ("per_stream_tps", "ttft_s", "aggregate_tps"):
             out[k] = _round(out[k])
+        for k in ("repeats", "telemetry"):       # keys only when measured: the card's shape otherwise
+            value = getattr(self, k)
+            if value is None:
+                out.pop(k)
+            else:
+                out[k] = value.to_dict()
         return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DecodeCell:
+        rep, tel = d.get("repeats"), d.get("telemetry")
+        return cls(str(d.get("category")), _int(d.get("concurrency")) or 0, _int(d.get("requests")) or 0,
+                   _int(d.get("failed")) or 0, _num(d.get("per_stream_tps")), _num(d.get("ttft_s")),
+                   _num(d.get("aggregate_tps")), _int(d.get("completion_tokens")), bool(d.get("headline")),
+                   CellRepeats.from_dict(rep) if isinstance(rep, Mapping) else None,
+                   CellTelemetry.from_dict(tel) if isinstance(tel, Mapping) else None)
+
+
+@dataclass(frozen=True, slots=True)
+class DepthRepeats:
+    n: int
+    decode_tps: Spread | None
+    runs: tuple[float | None, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "decode_tps": None if self.decode_tps is None else self.decode_tps.to_dict(),
+                "runs": [_round(r) for r in self.runs]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DepthRepeats:
+        v, runs = d.get("decode_tps"), d.get("runs")
+        return cls(_int(d.get("n")) or 0, Spread.from_dict(v) if isinstance(v, Mapping) else None,
+                   tuple(_num(r) for r in runs) if isinstance(runs, list) else ())
+
+
+@dataclass(frozen=True, slots=True)
+class DepthCell:
+    """Single-stream decode with ``depth`` tokens of context in front (``--depth``, as llama-benchy):
+    ``prompt_tokens`` is the engine's count (``usage``), the decode rate excludes the prefill (TTFT)."""
+
+    depth: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    decode_tps: float | None
+    ttft_s: float | None
+    ok: bool
+    error: dict[str, Any] | None = None
+    repeats: DepthRepeats | None = None
+    telemetry: CellTelemetry | None = None
+
+    @classmethod
+    def of(cls, depth: int, records: list[RequestRecord]) -> DepthCell:
+        """The first run's figures (as the decode cells), every run's rate in ``repeats``."""
+        first = records[0]
+        reps = (DepthRepeats(len(records), spread(r.decode_tps for r in records),
+                             tuple(r.decode_tps for r in records)) if len(records) > 1 else None)
+        return cls(depth, first.prompt_tokens, first.completion_tokens, first.decode_tps, first.ttft_s,
+                   first.ok, first.error, reps)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["decode_tps"], out["ttft_s"] = _round(self.decode_tps), _round(self.ttft_s)
+        for k in ("repeats", "telemetry"):
+            value = getattr(self, k)
+            out[k] = None if value is None else value.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DepthCell:
+        rep, tel, err = d.get("repeats"), d.get("telemetry"), d.get("error")
+        return cls(_int(d.get("depth")) or 0, _int(d.get("prompt_tokens")), _int(d.get("completion_tokens")),
+                   _num(d.get("decode_tps")), _num(d.get("ttft_s")), bool(d.get("ok")),
+                   dict(err) if isinstance(err, Mapping) else None,
+                   DepthRepeats.from_dict(rep) if isinstance(rep, Mapping) else None,
+                   CellTelemetry.from_dict(tel) if isinstance(tel, Mapping) else None)
 
 
 def headline(cells: list[DecodeCell], categories: list[str]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import importlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, Literal
 
@@ -26,10 +26,19 @@ from cockpit.api.liveness import read_metrics_text
 from cockpit.api.stream import ChatResult, Finished, StreamDeadlines, StreamError, StreamStats
 from cockpit.bench import prompts as P
 from cockpit.bench.gate import context_length
-from cockpit.bench.records import PROMPT_HEAD_CHARS, DecodeCell, RecordKind, RequestRecord
+from cockpit.bench.records import (
+    PROMPT_HEAD_CHARS,
+    CellRepeats,
+    DecodeCell,
+    DepthCell,
+    RecordKind,
+    RequestRecord,
+)
+from cockpit.bench.report import render_html
 from cockpit.bench.store import RunStore
-from cockpit.bench.suite import Plan
-from cockpit.bench.summary import build_summary, render_markdown
+from cockpit.bench.suite import CONTEXT_MARGIN, Plan, tokens_label
+from cockpit.bench.summary import BenchSummary, RunFacts, build_summary, render_markdown
+from cockpit.bench.telemetry import CellTelemetry, TelemetrySource
 
 RunStatus = Literal["running", "complete", "cancelled", "failed"]
 FATAL_KINDS = frozenset({"unreachable", "engine_dead", "first_token_timeout", "idle_timeout", "not_ready"})
@@ -92,15 +101,20 @@ class Runner:
                  store: RunStore | None = None, emit: Callable[[BenchEvent], None] | None = None,
                  deadlines: StreamDeadlines | None = None, config: dict[str, Any] | None = None,
                  run_tag: str | None = None, idle_s: float = 45.0,
-                 earlier: dict[str, Any] | None = None) -> None:
+                 earlier: dict[str, Any] | list[dict[str, Any]] | None = None, repeat: int = 1,
+                 depths: tuple[int, ...] = (), telemetry: TelemetrySource | None = None) -> None:
         self.client, self.model, self.plan, self.prompts = client, model, plan, prompts
         self.store, self.deadlines = store, deadlines
         self._emit = emit or (lambda _e: None)
         self.config = dict(config or {})
         self.tag = run_tag or P.new_run_tag()
         self.idle_s = idle_s
-        self.earlier = earlier
-        self.summary: dict[str, Any] = {}
+        self.earlier = [earlier] if isinstance(earlier, dict) else list(earlier or [])
+        self.repeat = max(int(repeat), 1)
+        self.depths = tuple(depths)
+        self.telemetry = telemetry
+        self.summary: BenchSummary | None = None
+        self.depth: list[DepthCell] = []
         self.status: RunStatus = "running"
         self.reason: str | None = None
         self.records: list[RequestRecord] = []
@@ -123,6 +137,7 @@ class Runner:
         self._work_total = 1.0
         self._requests_total = 0
         self._tokens_per_word: tuple[float, float] | None = None   # (per word, overhead)
+        self._context: int | None = None
 
     # ---- progress -------------------------------------------------------------------------------
 
@@ -138,9 +153,13 @@ class Runner:
         work = 0.0
         requests = 0
         for cat, c in plan.decode_cells():
-            work += self.prompts.categories[cat].max_tokens * (1 + 0.1 * (c - 1))
-            requests += c
-        if plan.prefill_sizes or plan.needles:
+            work += self.prompts.categories[cat].max_tokens * (1 + 0.1 * (c - 1)) * self.repeat
+            requests += c * self.repeat
+        if self.depths:
+            depth_tokens = self.prompts.categories[self._depth_category()].max_tokens
+            work += sum(d / 80 + depth_tokens for d in self.depths) * self.repeat
+            requests += len(self.depths) * self.repeat
+        if plan.prefill_sizes or plan.needles or any(self.depths):
             work += 2 * 50 + sum(s / 80 for s in plan.prefill_sizes)
             work += sum(s / 80 + 64 for s, _ in plan.needles)
             requests += len(CALIBRATE_WORDS) + len(plan.prefill_sizes) + len(plan.needles)
@@ -230,6 +249,7 @@ class Runner:
             if self.plan.warmup:
                 await self._warmup()
             await self._decode_cells()
+            await self._depth_cells()
             await self._sized()
             await self._checks()
             self.status = "complete"
@@ -250,6 +270,7 @@ class Runner:
             raise RunFailed(f"the server does not list the model {self.model!r}; it lists "
                             + (", ".join(m.id for m in self.models) or "none"))
         context = context_length(self.models, self.model)
+        self._context = context
         self.plan = self.plan.capped(context)
         for skipped in self.plan.skipped:
             self.note(f"left out: {skipped}")
@@ -285,8 +306,10 @@ class Runner:
 
     def _cells(self) -> int:
         plan = self.plan
-        sized = (1 if plan.prefill_sizes or plan.needles else 0) + len(plan.prefill_sizes) + len(plan.needles)
-        return len(plan.decode_cells()) + sized + (1 if plan.checks else 0) + (1 if plan.idle_probe else 0)
+        sized = ((1 if plan.prefill_sizes or plan.needles or any(self.depths) else 0)
+                 + len(plan.prefill_sizes) + len(plan.needles))
+        return (len(plan.decode_cells()) + len(self.depths) + sized + (1 if plan.checks else 0)
+                + (1 if plan.idle_probe else 0))
 
     async def _decode_cells(self) -> None:
         cells = self.plan.decode_cells()
@@ -296,15 +319,78 @@ class Runner:
             label = f"{cat} C{c}"
             self._emit(CellStarted(label, i, self._cells(), c, self.elapsed()))
             work = category.max_tokens * (1 + 0.1 * (c - 1)) / c
-            jobs = []
-            for k in range(c):
-                rec, prompt = self._record("decode", label, cat, c, category.max_tokens,
-                                           category.prompts[k % len(category.prompts)])
-                jobs.append((rec, prompt, work))
-            records = await self._batch(jobs)
-            self.decode.append(DecodeCell.of(cat, c, records, cat in headline))
-            self._save_records()
-            self._fatal(records, label)
+            runs: list[DecodeCell] = []
+            tokens = 0
+            self._telemetry_begin()
+            try:
+                for run in range(self.repeat):
+                    jobs = []
+                    for k in range(c):
+                        rec, prompt = self._record("decode", label, cat, c, category.max_tokens,
+                                                   category.prompts[k % len(category.prompts)])
+                        if self.repeat > 1:
+                            rec.extra["run"] = run + 1
+                        jobs.append((rec, prompt, work))
+                    records = await self._batch(jobs)
+                    runs.append(DecodeCell.of(cat, c, records, cat in headline))
+                    tokens += sum(r.completion_tokens or 0 for r in records)
+                    self._save_records()
+                    self._fatal(records, label)
+            finally:
+                telemetry = await self._telemetry_end(tokens)
+                if runs:
+                    self.decode.append(replace(runs[0], telemetry=telemetry, repeats=(
+                        CellRepeats.of(runs) if self.repeat > 1 else None)))
+
+    def _telemetry_begin(self) -> None:
+        if self.telemetry is not None:
+            self.telemetry.begin()
+
+    async def _telemetry_end(self, tokens: int) -> CellTelemetry | None:
+        if self.telemetry is None:
+            return None
+        return await self.telemetry.end(tokens or None)
+
+    def _depth_category(self) -> str:
+        cats = self.prompts.categories
+        if "prose" in cats:
+            return "prose"
+        return self.plan.categories[0] if self.plan.categories else next(iter(cats))
+
+    async def _depth_cells(self) -> None:
+        """Single-stream decode with ``depth`` tokens of filler in front of a prose prompt; the depth's
+        filler calibrated by ``usage`` (as the prefill's), the prompt's real size the engine's count."""
+        if not self.depths:
+            return
+        cat = self._depth_category()
+        category = self.prompts.categories[cat]
+        index = len(self.plan.decode_cells())
+        for depth in self.depths:
+            index += 1
+            label = f"depth {tokens_label(depth)}"
+            if self._context is not None and depth > self._context - CONTEXT_MARGIN - category.max_tokens:
+                self.note(f"left out: {label}: larger than the context length {self._context}")
+                continue
+            words = await self._words_for(depth) if depth > 0 else 0
+            self._emit(CellStarted(label, index, self._cells(), self.repeat, self.elapsed()))
+            records: list[RequestRecord] = []
+            self._telemetry_begin()
+            try:
+                for run in range(self.repeat):
+                    filler = P.filler_words(self.prompts, words) + "\n\n" if words else ""
+                    rec, prompt = self._record("depth", label, cat, 1, category.max_tokens,
+                                               filler + category.prompts[run % len(category.prompts)])
+                    rec.extra["depth_tokens"] = depth
+                    if self.repeat > 1:
+                        rec.extra["run"] = run + 1
+                    await self._send(rec, prompt, depth / 80 + category.max_tokens)
+                    records.append(rec)
+                    self._save_records()
+                    self._fatal([rec], label)
+            finally:
+                telemetry = await self._telemetry_end(sum(r.completion_tokens or 0 for r in records))
+                if records:
+                    self.depth.append(replace(DepthCell.of(depth, records), telemetry=telemetry))
 
     async def _calibrate(self) -> tuple[float, float]:
         """Tokens per filler word and the fixed overhead of a prompt, from two sized requests."""
@@ -331,7 +417,7 @@ class Runner:
 
     async def _sized(self) -> None:
         plan = self.plan
-        index = len(plan.decode_cells()) + 1
+        index = len(plan.decode_cells()) + len(self.depths) + 1
         for size in plan.prefill_sizes:
             words = await self._words_for(size)
             index += 1
@@ -415,14 +501,21 @@ class Runner:
             self.metrics_after = await read_metrics_text(self.client)
         except (ApiError, OSError) as exc:
             self.note(f"/metrics after the run could not be read: {getattr(exc, 'message', exc)}")
-        self.summary = build_summary(self, self.earlier)
+        self.summary = build_summary(RunFacts(
+            status=self.status, reason=self.reason, suite=self.plan.suite, model=self.model,
+            base_url=self.client.base_url, started_at=self.started_at, ended_at=self.ended_at,
+            records=self.records, prompts=self.prompts.to_dict(), headline_categories=self.prompts.headline,
+            decode=self.decode, prefill=self.prefill, needles=self.needles, checks=self.checks,
+            idle_probe=self.idle_probe, metrics_before=self.metrics_before, metrics_after=self.metrics_after,
+            notes=self.notes, depth=self.depth, repeat=self.repeat), self.earlier)
         if self.store is None:
             return
         self._save_records()
         if self.metrics_after is not None:
             self._write("metrics-after.prom", self.metrics_after)
-        self._write("summary.json", json.dumps(self.summary, indent=2, ensure_ascii=False) + "\n")
+        self._write("summary.json", json.dumps(self.summary.to_dict(), indent=2, ensure_ascii=False) + "\n")
         self._write("summary.md", render_markdown(self.summary))
+        self._write("report.html", render_html(self.summary))
 
 
 def _model(m: ModelInfo) -> dict[str, Any]:

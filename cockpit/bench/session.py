@@ -10,7 +10,9 @@ returns the :class:`Refusal` that stops it. The runner writes the records and th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +32,12 @@ from cockpit.bench.runner import BenchEvent, Note, Runner
 from cockpit.bench.store import RunStore, StoreError, default_dir
 from cockpit.bench.suite import SuiteName, plan_for
 from cockpit.bench.summary import CompareError, load_earlier
+from cockpit.bench.telemetry import TelemetrySource
 from cockpit.config import ClusterConfig
 from cockpit.constants import SERVED_MODEL
 from cockpit.hosts import Fleet
+from cockpit.telemetry.cluster_stats import ClusterStats
+from cockpit.telemetry.sampler import StatsSampler
 
 ModelPicker = Callable[[ApiClient, ApiStatus], Awaitable[str]]
 """Chooses the model to ask (the CLI's raises its own errors; see :func:`pick_model`)."""
@@ -57,17 +62,23 @@ class Options:
     concurrency: tuple[int, ...] | None = None
     prompts_file: str | None = None
     out: Path | None = None
-    compare: str | None = None
+    compare: str | tuple[str, ...] | None = None     # one earlier run's directory or several
     idle_s: float = 45.0
     wait_s: float = 0.0
     timeout_s: float | None = None     # --timeout (both deadlines), for the run's config record
     force: bool = False                # --force: run when idleness cannot be checked (no /metrics)
+    repeat: int = 1                    # --repeat N: every decode and depth cell N times
+    depths: tuple[int, ...] = ()       # --depth 0,8k,32k: single-stream decode with that much context
+
+    @property
+    def compares(self) -> tuple[str, ...]:
+        return (self.compare,) if isinstance(self.compare, str) else tuple(self.compare or ())
 
 
 @dataclass(frozen=True, slots=True)
 class Inputs:
     prompts: P.PromptSet
-    earlier: dict[str, Any] | None
+    earlier: list[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +97,10 @@ def load_inputs(options: Options) -> Inputs:
         prompts = P.load(options.prompts_file)
     except P.PromptFileError as exc:
         raise SetupError(f"prompt set: {exc}") from None
-    earlier = None
-    if options.compare:
+    earlier = []
+    for directory in options.compares:
         try:
-            earlier = load_earlier(options.compare)
+            earlier.append(load_earlier(directory))
         except CompareError as exc:
             raise SetupError(f"--compare: {exc}") from None
     if options.out is not None and options.out.exists():
@@ -101,19 +112,37 @@ def load_inputs(options: Options) -> Inputs:
 @contextlib.asynccontextmanager
 async def cluster_endpoint(config: ClusterConfig, *, read_timeout: float, deadlines: StreamDeadlines,
                            api_key: ApiKey | None = None
-                           ) -> AsyncIterator[tuple[ApiEndpoint, Refusal | None]]:
-    """A fleet of its own: the live model's verdict (a refusal unless ready), then the tunnel to rank 0."""
+                           ) -> AsyncIterator[tuple[ApiEndpoint, Refusal | None, ClusterStats]]:
+    """A fleet of its own: the live model's verdict (a refusal unless ready), then the tunnel to rank 0,
+    and the stats sampler on every rank (read-only: the per-cell telemetry of the run)."""
     fleet = Fleet(config)
+    stats = ClusterStats(config.ranks, config.stats.interval_s, config.cluster.name)
+    sampler = StatsSampler(fleet, config, stats)
     try:
         fleet.start()
         await fleet.wait_connected(config.ssh.connect_timeout + 2)
         refusal = await cluster_refusal(fleet, config)
         await rank0_fleet_connected(fleet, config.ssh.connect_timeout + 2)
+        if refusal is None:
+            sampler.start()
+            await first_round(stats, config.stats.interval_s * 2 + config.ssh.connect_timeout)
         async with ApiEndpoint(fleet, config.cluster.api_port, read_timeout=read_timeout,
                                deadlines=deadlines, api_key=api_key) as endpoint:
-            yield endpoint, refusal
+            yield endpoint, refusal, stats
     finally:
+        await sampler.close()
         await fleet.close()
+
+
+async def first_round(stats: ClusterStats, timeout: float) -> bool:
+    """Wait (at most ``timeout`` s) until every rank's sampler sent a round, so that the first cell has
+    readings; False when one did not (its cells say unknown)."""
+    deadline = time.monotonic() + timeout
+    while any(s.round_at is None for s in stats.ranks.values()):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
 
 
 async def pick_model(client: ApiClient, status: ApiStatus, *, wanted: str | None = None,
@@ -129,7 +158,8 @@ async def pick_model(client: ApiClient, status: ApiStatus, *, wanted: str | None
 
 async def prepare(endpoint: ApiEndpoint, options: Options, inputs: Inputs, *,
                   emit: Callable[[BenchEvent], None] | None = None, choose: ModelPicker | None = None,
-                  engine_deadlines: dict[str, Any] | None = None) -> Prepared | Refusal:
+                  engine_deadlines: dict[str, Any] | None = None,
+                  stats: ClusterStats | None = None) -> Prepared | Refusal:
     """Check the API (ready, then idle by ``/metrics``), pick the model, make the records directory and
     build the runner; or the refusal, with nothing sent but the checks and nothing written. Raises
     :class:`SetupError` (the records directory, the model)."""
@@ -159,11 +189,17 @@ async def prepare(endpoint: ApiEndpoint, options: Options, inputs: Inputs, *,
               "compare": options.compare, "idle_s": options.idle_s,
               "deadlines": ({"both_s": options.timeout_s} if options.timeout_s is not None
                             else engine_deadlines or {})}
+    if options.repeat > 1:
+        config["repeat"] = options.repeat
+    if options.depths:
+        config["depth"] = list(options.depths)
     config["idle_checked"] = not idle.unchecked
     if idle.unchecked:
         config["idle_check"] = idle.unchecked
     runner = Runner(client, model, plan, inputs.prompts, store=store, emit=emit, config=config,
-                    deadlines=endpoint.deadlines, idle_s=options.idle_s, earlier=inputs.earlier)
+                    deadlines=endpoint.deadlines, idle_s=options.idle_s, earlier=inputs.earlier,
+                    repeat=options.repeat, depths=options.depths,
+                    telemetry=TelemetrySource(stats, client, stats.interval_s if stats else 1.0))
     if idle.unchecked:
         runner.note(idle.unchecked)        # in the run's notes and summary: the figures may be shared
     return Prepared(runner, model, out, redact(client.base_url))

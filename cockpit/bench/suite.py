@@ -63,8 +63,12 @@ class Plan:
                        skipped=self.skipped + tuple(skipped))
 
 
-def _k(tokens: int) -> str:
-    return f"{tokens // K}k" if tokens % K == 0 else str(tokens)
+def tokens_label(tokens: int) -> str:
+    """``8k`` for 8192, ``1000`` for 1000, ``0`` for 0."""
+    return f"{tokens // K}k" if tokens % K == 0 and tokens else str(tokens)
+
+
+_k = tokens_label
 
 
 def plan_for(suite: SuiteName, prompts: PromptSet, concurrency: tuple[int, ...] | None = None) -> Plan:
@@ -95,3 +99,38 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     if not values or values[0] < 1 or values[-1] > 256:
         raise ValueError(f"--concurrency takes integers from 1 to 256, not {text!r:.60}")
     return tuple(values)
+
+
+MAX_DEPTH = 1024 * K
+MAX_REPEAT = 100
+
+
+def parse_depths(text: str) -> tuple[int, ...]:
+    """``0,8k,32k`` as distinct token counts in the order given (``k`` = 1024); ValueError if not."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if not part:
+            continue
+        try:
+            value = int(part[:-1]) * K if part.endswith("k") else int(part)
+        except ValueError:
+            raise ValueError(f"--depth takes token counts like 0,8k,32k, not {text!r:.60}") from None
+        if value < 0 or value > MAX_DEPTH:
+            raise ValueError(f"--depth takes token counts from 0 to {MAX_DEPTH // K}k, not {part!r:.20}")
+        if value not in out:
+            out.append(value)
+    if not out:
+        raise ValueError(f"--depth takes token counts like 0,8k,32k, not {text!r:.60}")
+    return tuple(out)
+
+
+def parse_repeat(text: str) -> int:
+    """``--repeat N``: 1 to MAX_REPEAT; ValueError if not."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"--repeat takes a whole number, not {text!r:.20}") from None
+    if not 1 <= n <= MAX_REPEAT:
+        raise ValueError(f"--repeat takes 1 to {MAX_REPEAT}, not {n}")
+    return n

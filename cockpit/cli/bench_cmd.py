@@ -22,9 +22,17 @@ from cockpit.api.endpoint import ApiEndpoint
 from cockpit.api.status import ApiStatus
 from cockpit.bench import session as S
 from cockpit.bench.gate import Refusal
+from cockpit.bench.report import render_html
 from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone
-from cockpit.bench.suite import SUITES, parse_concurrency
-from cockpit.bench.summary import request_counts
+from cockpit.bench.suite import SUITES, parse_concurrency, parse_depths, parse_repeat, tokens_label
+from cockpit.bench.summary import (
+    BenchSummary,
+    CompareError,
+    load_earlier,
+    render_markdown,
+    request_counts,
+    spread_text,
+)
 from cockpit.cli.chat_cmd import (
     _add_endpoint_args,
     _add_model_arg,
@@ -58,6 +66,20 @@ def _concurrency(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _depths(text: str) -> tuple[int, ...]:
+    try:
+        return parse_depths(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _repeat(text: str) -> int:
+    try:
+        return parse_repeat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bench", help=SUMMARY["bench"],
@@ -73,7 +95,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--prompts", metavar="FILE", help="a prompt set of the same schema as the packaged v1")
     p.add_argument("-o", "--out", metavar="DIR", help="records directory (must not exist; default: "
                                                 "bench/results/<UTC time> under the current directory)")
-    p.add_argument("--compare", metavar="DIR", help="an earlier run's directory (its summary.json)")
+    p.add_argument("--compare", metavar="DIR", action="append",
+                   help="an earlier run's directory (its summary.json); give it again for several runs")
+    p.add_argument("--repeat", type=_repeat, default=1, metavar="N",
+                   help="measure every decode and depth cell N times: mean ± std and a 95 %% interval per "
+                        "cell (the card comparison keeps each cell's first run; default: 1)")
+    p.add_argument("--depth", type=_depths, default=(), metavar="LIST",
+                   help="single-stream decode with that much context in front, e.g. 0,8k,32k (tokens, "
+                        "k = 1024; the prompt's size is the engine's usage count)")
+    p.add_argument("--report-only", action="store_true",
+                   help="send nothing: write the Markdown and HTML comparison of the --compare runs to "
+                        "--out DIR (a new directory)")
     p.add_argument("--idle", type=float, default=45.0, metavar="S",
                    help="the idle probe's controlled idle, seconds (default: 45)")
     p.add_argument("--force", action="store_true",
@@ -176,24 +208,32 @@ async def _endpoint(args: argparse.Namespace) -> Any:
         engine = EngineSection()
         async with ApiEndpoint(None, 0, api_url=args.api_url, read_timeout=read_timeout_for(args, engine),
                                deadlines=deadlines_for(args, engine), api_key=args.api_key) as endpoint:
-            yield endpoint, None, engine
+            yield endpoint, None, engine, None
         return
     _, config = load(args)
     async with S.cluster_endpoint(config, read_timeout=read_timeout_for(args, config.engine),
                                   deadlines=deadlines_for(args, config.engine),
-                                  api_key=args.api_key) as (endpoint, refusal):
-        yield endpoint, refusal, config.engine
+                                  api_key=args.api_key) as (endpoint, refusal, stats):
+        yield endpoint, refusal, config.engine, stats
+
+
+def _compares(given: list[str] | None) -> str | tuple[str, ...] | None:
+    """One ``--compare DIR`` as the string it always was (config.json keeps its shape), several as a tuple."""
+    if not given:
+        return None
+    return given[0] if len(given) == 1 else tuple(given)
 
 
 def _options(args: argparse.Namespace) -> S.Options:
     return S.Options(suite=args.suite, concurrency=args.concurrency, prompts_file=args.prompts,
-                     out=Path(args.out) if args.out else None, compare=args.compare, idle_s=args.idle,
-                     wait_s=args.wait, timeout_s=args.timeout, force=args.force)
+                     out=Path(args.out) if args.out else None, compare=_compares(args.compare),
+                     idle_s=args.idle, wait_s=args.wait, timeout_s=args.timeout, force=args.force,
+                     repeat=args.repeat, depths=args.depth)
 
 
 async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
     progress = Progress(sys.stderr)
-    async with _endpoint(args) as (endpoint, refusal, engine):
+    async with _endpoint(args) as (endpoint, refusal, engine, stats):
         if refusal is not None:
             return _refuse(args, refusal)
 
@@ -203,7 +243,7 @@ async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
         try:
             ready = await S.prepare(endpoint, _options(args), inputs, emit=progress, choose=choose,
                                     engine_deadlines={"first_token_s": engine.first_token_timeout_s,
-                                                      "idle_s": engine.idle_timeout_s})
+                                                      "idle_s": engine.idle_timeout_s}, stats=stats)
         except S.SetupError as exc:
             raise CliError(exc.message, EXIT_USAGE, exc.code) from None
         if isinstance(ready, Refusal):
@@ -227,11 +267,12 @@ async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
         from cockpit.recipe.recording import note_bench
         note_bench(load(args)[1], runner.status, out, ready.model)
     summary = runner.summary
+    assert summary is not None          # the runner sums up when it ends, also when cancelled or failed
     unwritten = [f"{out / name}: {why}" for name, why in runner.unwritten.items()]
     if args.json:
-        ok = runner.status == "complete" and not summary.get("failed_requests") and not unwritten
+        ok = runner.status == "complete" and not summary.failed_requests and not unwritten
         print_json({"ok": ok,
-                    "records": str(out), **summary,
+                    "records": str(out), **summary.to_dict(),
                     **({"error": {"code": "write-failed", "message": "record files not written: "
                                   + "; ".join(unwritten), "remedy": CODES["write-failed"].remedy}}
                        if unwritten else {})})
@@ -250,39 +291,81 @@ async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
     if runner.status == "failed":
         print(f"r37-cockpit: benchmark failed: {safe(runner.reason or '')}; {safe(kept)}", file=sys.stderr)
         return EXIT_FAILURE
-    return EXIT_FAILURE if summary.get("failed_requests") or unwritten else 0
+    return EXIT_FAILURE if summary.failed_requests or unwritten else 0
 
 
-def render_text(s: dict[str, Any], out: Path) -> str:
-    """The terminal summary: headline per concurrency, prefill, needle, the card and any compare."""
+def render_text(s: BenchSummary, out: Path) -> str:
+    """The terminal summary: headline per concurrency, depth, prefill, needle, the card and any compare."""
     def f(v: Any, nd: int = 2) -> str:
         return "—" if v is None else f"{v:.{nd}f}" if isinstance(v, float) else str(v)
 
-    lines = [f"benchmark {s.get('status')}: {s.get('suite')} suite, {request_counts(s)}; records in {out}"]
-    for row in s.get("headline", []):
-        lines.append(f"  C{row['concurrency']}: per-stream {f(row['per_stream_tps'])} tok/s, aggregate "
-                     f"{f(row['aggregate_tps'])} tok/s (mean of {row['categories']} of {row['of']} categories"
-                     + ("" if row.get("complete") else ": not the method's headline") + ")")
-    for row in s.get("prefill", []):
-        lines.append(f"  prefill {row['target_tokens']}: {f(row.get('prefill_tps'))} tok/s "
-                     f"({row.get('prompt_tokens')} tokens, TTFT {f(row.get('ttft_s'), 3)} s)")
-    for row in s.get("needle", []):
-        lines.append(f"  needle {row['context_tokens']} @{row['depth']:.0%}: "
-                     + ("pass" if row["passed"] else "FAIL"))
-    lines.append("  compared with the card:")
-    for row in s.get("card", []):
-        if row["this_run"] is not None:
-            lines.append(f"    {row['measure']}: {f(row['this_run'])} vs {f(row['card'])} "
-                         f"(ratio {f(row['ratio'], 3)})")
-    comp = s.get("compare")
-    if comp:
-        lines.append(f"  compared with {comp.get('source')}:")
-        lines += [f"    {r['figure']}: {f(r['this_run'])} vs {f(r['earlier'])} (ratio {f(r['ratio'], 3)})"
-                  for r in comp["rows"] if r["ratio"] is not None]
+    lines = [f"benchmark {s.status}: {s.suite} suite, {request_counts(s)}; records in {out}"]
+    for row in s.headline:
+        lines.append(f"  C{row.concurrency}: per-stream {f(row.per_stream_tps)} tok/s, aggregate "
+                     f"{f(row.aggregate_tps)} tok/s (mean of {row.categories} of {row.of} categories"
+                     + ("" if row.complete else ": not the method's headline") + ")")
+    for cell in s.decode:
+        if cell.repeats is not None:
+            lines.append(f"  {cell.category} C{cell.concurrency} over {cell.repeats.n} runs: per-stream "
+                         f"{spread_text(cell.repeats.per_stream_tps)} tok/s")
+    for d in s.depth:
+        lines.append(f"  depth {tokens_label(d.depth)}: {f(d.decode_tps) if d.ok else 'failed'} tok/s "
+                     f"({d.prompt_tokens} prompt tokens"
+                     + (f"; {spread_text(d.repeats.decode_tps)}"
+                        if d.repeats and d.repeats.decode_tps else "")
+                     + ")")
+    for pre in s.prefill:
+        lines.append(f"  prefill {pre.target_tokens}: {f(pre.prefill_tps)} tok/s "
+                     f"({pre.prompt_tokens} tokens, TTFT {f(pre.ttft_s, 3)} s)")
+    for n in s.needle:
+        lines.append(f"  needle {n.context_tokens} @{n.depth:.0%}: " + ("pass" if n.passed else "FAIL"))
+    lines.append("  compared with the card" + (" (each cell's first run)" if s.repeat > 1 else "") + ":")
+    for card in s.card:
+        if card.this_run is not None:
+            lines.append(f"    {card.measure}: {f(card.this_run)} vs {f(card.card)} "
+                         f"(ratio {f(card.ratio, 3)})")
+    for comp in s.compare:
+        lines.append(f"  compared with {safe(str(comp.source))}:")
+        lines += [f"    {r.figure}: {f(r.this_run)} vs {f(r.earlier)} (ratio {f(r.ratio, 3)})"
+                  for r in comp.rows if r.ratio is not None]
     return "\n".join(lines)
 
 
+def report_only(args: argparse.Namespace) -> int:
+    """``--report-only``: the first ``--compare`` run against the others, as summary.md and report.html in
+    a new ``--out`` directory; nothing is sent to any engine."""
+    from dataclasses import replace
+
+    from cockpit.bench.store import RunStore, StoreError
+    from cockpit.bench.summary import Compare, compare_rows
+    dirs = list(args.compare or ())
+    if len(dirs) < 2 or not args.out:
+        raise CliError("--report-only takes --out DIR and at least two --compare DIR (the first is "
+                       "compared with the others)", EXIT_USAGE, "usage")
+    try:
+        loaded = [load_earlier(d) for d in dirs]
+    except CompareError as exc:
+        raise CliError(f"--compare: {exc}", EXIT_USAGE, "usage") from None
+    first = BenchSummary.from_dict(loaded[0])
+    figs = dict(first.figures)
+    summary = replace(first, compare=tuple(Compare(e.get("_source"), e.get("started_at"),
+                                                   tuple(compare_rows(figs, e))) for e in loaded[1:]))
+    try:
+        store = RunStore(Path(args.out))
+        store.write_text("summary.md", render_markdown(summary))
+        store.write_text("report.html", render_html(summary, f"Comparison: {loaded[0]['_source']}"))
+    except (StoreError, OSError) as exc:
+        raise CliError(str(exc), EXIT_USAGE, "file-exists") from None
+    if args.json:
+        print_json({"ok": True, "records": str(args.out), **summary.to_dict()})
+    else:
+        print(render_text(summary, Path(args.out)))
+    return 0
+
+
 def run_bench(args: argparse.Namespace) -> int:
+    if args.report_only:
+        return report_only(args)
     try:
         inputs = S.load_inputs(_options(args))
     except S.SetupError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def _summary(per: float = 50.0, agg: float = 230.0, status: str = "complete") ->
         "notes": ["left out: something"],
     }
     s["figures"] = figures(s)
-    s["card"] = card_rows(s["figures"])
+    s["card"] = [asdict(r) for r in card_rows(s["figures"])]
     return s
 
 
@@ -68,19 +69,19 @@ def test_figures_have_stable_names_and_skip_what_is_missing() -> None:
 
 
 def test_card_rows_put_the_reference_next_to_this_run() -> None:
-    rows = {r["figure"]: r for r in card_rows(figures(_summary(per=50.5)))}
-    assert rows["decode.prose.c1.per_stream_tps"]["card"] == 50.50
-    assert rows["decode.prose.c1.per_stream_tps"]["ratio"] == 1.0
-    assert rows["decode.prose.c8.aggregate_tps"]["this_run"] is None
-    assert rows["decode.prose.c8.aggregate_tps"]["ratio"] is None
-    assert rows["checks.passed"]["card"] == 6
+    rows = {r.figure: r for r in card_rows(figures(_summary(per=50.5)))}
+    assert rows["decode.prose.c1.per_stream_tps"].card == 50.50
+    assert rows["decode.prose.c1.per_stream_tps"].ratio == 1.0
+    assert rows["decode.prose.c8.aggregate_tps"].this_run is None
+    assert rows["decode.prose.c8.aggregate_tps"].ratio is None
+    assert rows["checks.passed"].card == 6
 
 
 def test_compare_gives_the_ratio_of_every_shared_figure(tmp_path: Path) -> None:
     earlier = _summary(per=40.0)
     (tmp_path / "summary.json").write_text(json.dumps(earlier))
     loaded = load_earlier(tmp_path)
-    rows = {r["figure"]: r for r in compare_rows(figures(_summary(per=50.0)), loaded)}
+    rows = {r.figure: asdict(r) for r in compare_rows(figures(_summary(per=50.0)), loaded)}
     assert rows["decode.prose.c1.per_stream_tps"] == {"figure": "decode.prose.c1.per_stream_tps",
                                                       "earlier": 40.0, "this_run": 50.0, "ratio": 1.25}
 
@@ -98,7 +99,8 @@ def test_markdown_has_the_card_tables() -> None:
     earlier = _summary(per=40.0)
     earlier["_source"] = "bench/results/old"
     s = _summary()
-    s["compare"] = {"source": "bench/results/old", "rows": compare_rows(s["figures"], earlier)}
+    s["compare"] = {"source": "bench/results/old",
+                    "rows": [asdict(r) for r in compare_rows(s["figures"], earlier)]}
     md = render_markdown(s)
     assert "| prose | 50.00 | 1/8 failed |" in md
     assert "| counting (ceiling) | 77.00 |" in md

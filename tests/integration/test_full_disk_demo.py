@@ -140,9 +140,9 @@ async def test_a_disk_that_fills_during_a_run_keeps_the_run_and_names_what_was_l
                         emit=emit)
         await runner.run()
     assert filled and runner.status == "complete", runner.reason
-    assert runner.summary["status"] == "complete" and runner.decode        # the figures were measured
+    assert runner.summary is not None and runner.summary.status == "complete" and runner.decode   # measured
     assert (small_tmpfs / "run" / "config.json").exists()
-    assert {"requests.jsonl", "summary.json", "summary.md"} <= set(runner.unwritten)
+    assert {"requests.jsonl", "summary.json", "summary.md", "report.html"} <= set(runner.unwritten)
     assert set(runner.unwritten.values()) == {"No space left on device"}
     assert any("summary.json could not be written: No space left on device" in n for n in runner.notes)
 

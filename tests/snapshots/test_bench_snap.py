@@ -4,6 +4,7 @@ matrix's scene (`scene`): the finished summary."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from cockpit.api.stream import StreamStats
 from cockpit.bench.gate import REMEDY_BUSY, Refusal
 from cockpit.bench.records import RequestRecord
 from cockpit.bench.runner import CellStarted, Note, RequestDone
-from cockpit.bench.summary import card_rows, compare_rows, figures
+from cockpit.bench.summary import BenchSummary, card_rows, compare_rows, figures
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.bench import BenchPane
 
@@ -59,10 +60,10 @@ def finished_summary() -> dict[str, Any]:
     }
     figs = figures(s)
     s["figures"] = figs
-    s["card"] = card_rows(figs)
+    s["card"] = [asdict(r) for r in card_rows(figs)]
     earlier = {"figures": {k: v * 1.04 for k, v in figs.items()}}
     s["compare"] = {"source": "/srv/bench/results/2026-03-01T09-30-00Z/summary.json", "started_at": None,
-                    "rows": compare_rows(figs, earlier)[:6]}
+                    "rows": [asdict(r) for r in compare_rows(figs, earlier)[:6]]}
     return s
 
 
@@ -94,7 +95,7 @@ async def _running(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-d
 async def _finished(app: CockpitApp, pilot, *, plots: bool = False) -> None:  # type: ignore[no-untyped-def]
     pane = await _open(app, pilot)
     pane.begin()
-    pane.finish(finished_summary(), OUT)
+    pane.finish(BenchSummary.from_dict(finished_summary()), OUT)
     if plots:
         pane.action_toggle_plots()
     await pilot.pause()

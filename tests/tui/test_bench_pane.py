@@ -75,7 +75,7 @@ async def test_a_quick_run_completes_and_shows_the_summary(fixed_config: Cluster
         running = _screen(app)
         assert "elapsed" in running and "ETA" in running and "last requests" in running
         await _until(pilot, lambda: pane.phase == "finished", 240)
-        assert pane.summary is not None and pane.summary["status"] == "complete", pane.summary
+        assert pane.summary is not None and pane.summary.status == "complete", pane.summary
         assert pane.out is not None and pane.out.parent == tmp_path / "bench" / "results"
         assert json.loads((pane.out / "summary.json").read_text())["status"] == "complete"
         shown = _screen(app)
@@ -130,7 +130,7 @@ async def test_cancel_keeps_the_records_marked_cancelled(fixed_config: ClusterCo
         await _until(pilot, lambda: isinstance(pane.cell, CellStarted) and pane.cell.cell == "prose C8", 60)
         await pilot.press("x")
         await _until(pilot, lambda: pane.phase == "finished", 30)
-        assert pane.summary is not None and pane.summary["status"] == "cancelled"
+        assert pane.summary is not None and pane.summary.status == "cancelled"
         assert pane.out is not None
         summary = json.loads((pane.out / "summary.json").read_text())
         assert summary["status"] == "cancelled"

@@ -280,7 +280,8 @@ class EngineCore:
                     finishing.append(r)
         decoders = [r for r in self.running if r.started]
         n = len(decoders) + len(finishing)
-        dur = chunk / sch.prefill_tok_s + sch.step_time(n)
+        contexts = [r.prompt_tokens + r.pos for r in decoders] + [r.prompt_tokens for r in finishing]
+        dur = chunk / sch.prefill_tok_s + sch.step_time(n, contexts)
         dur *= 1 + self._rng.uniform(-sch.jitter, sch.jitter)
         if self.boost:
             dur /= sch.idle_factor

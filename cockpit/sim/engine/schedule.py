@@ -2,7 +2,8 @@
 
 One decode *step* serves every running sequence at once (continuous batching). Its duration is
 
-    step_time(n) = base_s + per_seq_s * n            (n = sequences that emit tokens in the step)
+    step_time(n) = base_s + per_seq_s * n            (n = sequences that emit tokens in the step; plus the
+                                                      attention term below at long contexts)
 
 and each decoding sequence gains `1 + accepted` tokens in it, where `accepted` (0..K, K = 3 draft tokens)
 averages `accept_len[category] - 1`: a per-request error-diffusion counter with a small seeded dither
@@ -10,6 +11,16 @@ keeps the long-run mean exact while chunks carry 1–4 tokens. Prefill is chunke
 up to `max_batched_tokens` prompt tokens at `prefill_tok_s`, so
 
     TTFT = queue + (prompt_tokens - prefix_cache_hits) / prefill_tok_s + step_time(n)
+
+Attention cost grows with context: every decoding sequence whose context (prompt plus the tokens it has
+generated) is longer than `attn_free_tokens` adds `attn_s_per_ktok` seconds per 1024 tokens beyond it:
+
+    step_time(n, ctx) = base_s + per_seq_s * n + attn_s_per_ktok * Σ max(ctx_i - attn_free_tokens, 0) / 1024
+
+(reading the KV cache is linear in its length; below the free window the kernels' fixed cost hides it, so
+the card's short-prompt figures are unchanged). Defaults: 1 ms per 1k tokens beyond 2k, so one stream of
+prose decodes at 50.5 tok/s with no context, ~44 tok/s at 8k and ~30 tok/s at 32k
+(:meth:`Schedule.single_stream_at`).
 
 Every step time is multiplied by a seeded jitter factor uniform in [1 - jitter, 1 + jitter] and by
 `time_scale` (1.0 = real time; tests use e.g. 0.1 and scale their measurements back). After the engine
@@ -50,6 +61,8 @@ class Schedule:
     idle_after_s: float = 45.0
     idle_factor: float = 1.08
     time_scale: float = 1.0
+    attn_s_per_ktok: float = 0.001
+    attn_free_tokens: int = 2048
 
     @property
     def step_1_s(self) -> float:
@@ -69,9 +82,22 @@ class Schedule:
     def base_s(self) -> float:
         return self.step_1_s - self.per_seq_s
 
-    def step_time(self, n: int) -> float:
-        """Mean decode step time (real seconds, no jitter, no time scale) with n emitting sequences."""
-        return self.base_s + self.per_seq_s * n if n > 0 else 0.0
+    def step_time(self, n: int, context_tokens: tuple[int, ...] | list[int] = ()) -> float:
+        """Mean decode step time (real seconds, no jitter, no time scale) with n emitting sequences whose
+        contexts are ``context_tokens`` (the attention term; none given: short contexts)."""
+        if n <= 0:
+            return 0.0
+        return self.base_s + self.per_seq_s * n + self.attention_s(context_tokens)
+
+    def attention_s(self, context_tokens: tuple[int, ...] | list[int]) -> float:
+        """The attention term of a step: ``attn_s_per_ktok`` per 1024 context tokens beyond the free window,
+        summed over the decoding sequences."""
+        beyond = sum(max(c - self.attn_free_tokens, 0) for c in context_tokens)
+        return self.attn_s_per_ktok * beyond / 1024
+
+    def single_stream_at(self, context_tokens: int, category: str = "prose") -> float:
+        """Steady single-stream decode rate with ``context_tokens`` in front, tok/s (``bench --depth``)."""
+        return self.tokens_per_step(category) / self.step_time(1, (context_tokens,))
 
     def tokens_per_step(self, category: str) -> float:
         return self.accept_len.get(category, self.accept_len["prose"])
@@ -131,7 +157,11 @@ class Schedule:
                 "idle_after_s": self.idle_after_s,
                 "idle_factor": self.idle_factor,
                 "time_scale": self.time_scale,
+                "attention": "attn_s_per_ktok * sum(max(context_i - attn_free_tokens, 0)) / 1024",
+                "attn_s_per_ktok": self.attn_s_per_ktok,
+                "attn_free_tokens": self.attn_free_tokens,
             },
+            "depth_tok_s": {str(d): round(self.single_stream_at(d), 2) for d in (0, 8192, 16384, 32768)},
             "single_stream_tok_s": {c: round(self.single_stream(c), 2) for c in CATEGORIES},
             "after_idle_tok_s": {c: round(self.single_stream(c, idle=True), 2) for c in CATEGORIES},
             "aggregate_tok_s": {

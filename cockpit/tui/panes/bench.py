@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -34,6 +34,7 @@ from cockpit.bench.gate import Refusal, cluster_refusal
 from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone, Runner
 from cockpit.bench.store import default_dir
 from cockpit.bench.suite import SUITES, SuiteName
+from cockpit.bench.summary import BenchSummary
 from cockpit.recipe.recording import note_bench
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import safe
@@ -90,7 +91,7 @@ class BenchPane(Pane):
         self.cell: CellStarted | None = None
         self.last: deque[RequestDone] = deque(maxlen=LAST_REQUESTS)
         self.notes: list[tuple[str, bool]] = []
-        self.summary: dict[str, Any] | None = None
+        self.summary: BenchSummary | None = None
         self.out: Path | None = None
         self.target = ""          # "model at url", once the run is set up
         self.runner: Runner | None = None
@@ -126,7 +127,7 @@ class BenchPane(Pane):
 
     def _show_status(self) -> None:
         label, role = PHASE_LOOK[self.phase]
-        status = (self.summary or {}).get("status")
+        status = self.summary.status if self.summary is not None else None
         if self.phase == "finished" and status in RUN_LOOK:
             label, role = RUN_LOOK[status]
         text = Text.assemble((label, role), "  suite ", (self.suite, "bold"))
@@ -256,7 +257,7 @@ class BenchPane(Pane):
         self.phase, self.refusal = "refused", refusal
         self._changed()
 
-    def finish(self, summary: dict[str, Any], out: Path | None) -> None:
+    def finish(self, summary: BenchSummary, out: Path | None) -> None:
         self.phase, self.summary, self.out = "finished", summary, out
         self.runner = None
         self._changed()
@@ -284,7 +285,8 @@ class BenchPane(Pane):
                         return
                 ready = await S.prepare(endpoint, options, inputs, emit=self.feed,
                                         engine_deadlines={"first_token_s": engine.first_token_timeout_s,
-                                                          "idle_s": engine.idle_timeout_s})
+                                                          "idle_s": engine.idle_timeout_s},
+                                        stats=None if self.ctx.api_url else self.ctx.monitor.stats)
             except S.SetupError as exc:
                 self.refuse(Refusal(exc.message, exc.remedy, "bench-setup"))
                 return
@@ -305,7 +307,7 @@ class BenchPane(Pane):
                         f"{ready.out / name}: {why}" for name, why in ready.runner.unwritten.items()), 600),
                         title="write-failed", severity="error", markup=False)
                 note_bench(self.ctx.config, ready.runner.status, ready.out, ready.model)
-                if ready.runner.summary:
+                if ready.runner.summary is not None:
                     self.finish(ready.runner.summary, ready.out)
                 else:       # the run broke before it could sum up (the error line says why)
                     self.phase, self.runner = "idle", None

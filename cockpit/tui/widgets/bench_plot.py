@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from rich.text import Text
+
+from cockpit.bench.suite import tokens_label
+from cockpit.bench.summary import BenchSummary
 
 PARTIAL = " ▏▎▍▌▋▊▉"
 FULL = "█"
@@ -50,45 +52,46 @@ def bar_chart(title: str, unit: str, rows: Sequence[tuple[str, float | None]], w
     return out
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def _tokens(n: Any) -> str:
-    return f"{n // 1024}k" if isinstance(n, int) and n % 1024 == 0 and n else str(n)
-
-
-def decode_rows(summary: dict[str, Any], key: str) -> list[tuple[str, float | None]]:
+def decode_rows(summary: BenchSummary, key: str) -> list[tuple[str, float | None]]:
     """(``C<n>``, the headline's ``key``) per concurrency; without a headline (no headline category
     measured) the mean of the cells measured at that concurrency."""
     rows = []
-    heads = {r.get("concurrency"): r for r in summary.get("headline", []) if isinstance(r, dict)}
-    cells = [c for c in summary.get("decode", []) if isinstance(c, dict)]
-    for c in sorted({x for x in (*heads, *(c.get("concurrency") for c in cells)) if isinstance(x, int)}):
-        value = _num(heads.get(c, {}).get(key))
+    heads = {r.concurrency: r for r in summary.headline}
+    cells = summary.decode
+    for c in sorted({*heads, *(c.concurrency for c in cells)}):
+        value = _num(getattr(heads[c], key)) if c in heads else None
         if value is None:
-            found = [v for v in (_num(x.get(key)) for x in cells if x.get("concurrency") == c)
-                     if v is not None]
+            found = [v for v in (_num(getattr(x, key)) for x in cells if x.concurrency == c) if v is not None]
             value = sum(found) / len(found) if found else None
         rows.append((f"C{c}", value))
     return rows
 
 
-def prefill_rows(summary: dict[str, Any]) -> list[tuple[str, float | None]]:
-    return [(_tokens(r.get("target_tokens")), _num(r.get("prefill_tps")) if r.get("ok", True) else None)
-            for r in summary.get("prefill", []) if isinstance(r, dict)]
+def _num(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
 
 
-def plots(summary: dict[str, Any], width: int) -> Text:
-    """The three charts, one under the other, each at most `width` cells wide."""
+def prefill_rows(summary: BenchSummary) -> list[tuple[str, float | None]]:
+    return [(tokens_label(r.target_tokens), _num(r.prefill_tps) if r.ok is not False else None)
+            for r in summary.prefill]
+
+
+def depth_rows(summary: BenchSummary) -> list[tuple[str, float | None]]:
+    return [(tokens_label(d.depth), _num(d.decode_tps) if d.ok else None) for d in summary.depth]
+
+
+def plots(summary: BenchSummary, width: int) -> Text:
+    """The charts, one under the other, each at most `width` cells wide."""
     width = max(min(width, 100), 30)
     out = bar_chart("Per-stream decode against concurrency", "tok/s, TTFT excluded",
                     decode_rows(summary, "per_stream_tps"), width, "accent")
     out.append("\n\n")
     out.append_text(bar_chart("Aggregate against concurrency", "tok/s, batch wall time",
                               decode_rows(summary, "aggregate_tps"), width, "ok.soft"))
+    if summary.depth:
+        out.append("\n\n")
+        out.append_text(bar_chart("Decode against context depth", "tok/s, one stream, TTFT excluded",
+                                  depth_rows(summary), width, "warn.soft"))
     out.append("\n\n")
     out.append_text(bar_chart("Prefill rate against context", "tok/s, prompt tokens / TTFT",
                               prefill_rows(summary), width, "highlight"))

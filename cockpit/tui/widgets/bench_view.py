@@ -1,5 +1,5 @@
-"""What the Bench pane draws: a run's progress from the runner's events, and its summary (the dict of
-:func:`cockpit.bench.summary.build_summary`) as tables. Unknown figures are "–", never 0; every text
+"""What the Bench pane draws: a run's progress from the runner's events, and its summary (the typed
+:class:`cockpit.bench.summary.BenchSummary`) as tables. Unknown figures are "–", never 0; every text
 that came from the server (answers, reasons, errors, the model's name) is neutralised.
 """
 
@@ -16,7 +16,17 @@ from rich.text import Text
 
 from cockpit.bench.gate import Refusal
 from cockpit.bench.runner import CellStarted, RequestDone
-from cockpit.bench.summary import request_counts
+from cockpit.bench.suite import tokens_label
+from cockpit.bench.summary import (
+    BenchSummary,
+    Compare,
+    SummaryLike,
+    as_summary,
+    energy_text,
+    request_counts,
+    spread_text,
+    telemetry_rows,
+)
 from cockpit.safetext import safe
 
 UNKNOWN = "–"
@@ -123,129 +133,161 @@ def _titled(title: str, table: Table, note: str = "") -> Group:
     return Group(head, table)
 
 
-def decode_table(s: dict[str, Any]) -> Group | None:
+def decode_table(s: BenchSummary) -> Group | None:
     """Category × concurrency, per-stream and aggregate in each cell's column pair, then the headline."""
-    cells = [c for c in s.get("decode", []) if isinstance(c, dict)]
+    cells = s.decode
     if not cells:
         return None
-    concs: list[int] = sorted({int(c["concurrency"]) for c in cells if isinstance(c.get("concurrency"), int)})
-    cats = list(dict.fromkeys(str(c.get("category")) for c in cells))
-    by = {(str(c.get("category")), c.get("concurrency")): c for c in cells}
+    concs = sorted({c.concurrency for c in cells})
+    cats = list(dict.fromkeys(c.category for c in cells))
+    by = {(c.category, c.concurrency): c for c in cells}
     table = _table(["category", *[f"C{c}" for c in concs]])
     for cat in cats:
-        ceiling = not any(by.get((cat, c), {}).get("headline", True) for c in concs)
+        ceiling = not any(by[(cat, c)].headline if (cat, c) in by else True for c in concs)
         row: list[RenderableType] = [Text(safe(cat, 24) + (" (ceiling)" if ceiling else ""))]
         for c in concs:
             cell = by.get((cat, c))
             if cell is None:
                 row.append(Text(""))
-            elif cell.get("failed"):
-                row.append(Text(f"{cell['failed']}/{cell.get('requests')} failed", style="fail"))
+            elif cell.failed:
+                row.append(Text(f"{cell.failed}/{cell.requests} failed", style="fail"))
             else:
-                row.append(Text(f"{fmt(cell.get('per_stream_tps'))} / {fmt(cell.get('aggregate_tps'))}"))
+                row.append(Text(f"{fmt(cell.per_stream_tps)} / {fmt(cell.aggregate_tps)}"))
         table.add_row(*row)
-    heads = {r.get("concurrency"): r for r in s.get("headline", []) if isinstance(r, dict)}
-    first = next(iter(heads.values()), {})
-    n = len(s.get("headline_categories", []))
-    label = (f"headline (mean of {n})" if first.get("complete")
-             else f"mean of {first.get('categories')} of {n} (not the headline)")
+    heads = {r.concurrency: r for r in s.headline}
+    first = next(iter(heads.values()), None)
+    n = len(s.headline_categories)
+    label = (f"headline (mean of {n})" if first is not None and first.complete
+             else f"mean of {first.categories if first else None} of {n} (not the headline)")
     table.add_row(Text(label, style="bold"), *[
-        Text(f"{fmt(heads.get(c, {}).get('per_stream_tps'))} / {fmt(heads.get(c, {}).get('aggregate_tps'))}",
-             style="bold") for c in concs])
+        Text(f"{fmt(heads[c].per_stream_tps if c in heads else None)} / "
+             f"{fmt(heads[c].aggregate_tps if c in heads else None)}", style="bold") for c in concs])
     return _titled("Decode", table, "tok/s: per-stream without TTFT / aggregate with the batch wall time")
 
 
-def prefill_table(s: dict[str, Any]) -> Group | None:
-    rows = [r for r in s.get("prefill", []) if isinstance(r, dict)]
+def repeat_table(s: BenchSummary) -> Group | None:
+    """The repeated cells: mean ± std and the 95 % interval of per-stream decode and aggregate."""
+    cells = [c for c in s.decode if c.repeats is not None]
+    if not cells:
+        return None
+    table = _table(["cell", "per-stream (tok/s)", "aggregate (tok/s)"])
+    for c in cells:
+        reps = c.repeats
+        table.add_row(f"{safe(c.category, 24)} C{c.concurrency}",
+                      spread_text(reps.per_stream_tps if reps else None),
+                      spread_text(reps.aggregate_tps if reps else None))
+    return _titled(f"Repeated {s.repeat} times", table,
+                   "mean ± std, 95 % CI (Student t); the card uses run 1")
+
+
+def depth_table(s: BenchSummary) -> Group | None:
+    if not s.depth:
+        return None
+    table = _table(["depth", "prompt tokens", "TTFT (s)", "decode (tok/s)", "mean ± std (95 % CI)"])
+    for d in s.depth:
+        reps = d.repeats.decode_tps if d.repeats is not None else None
+        table.add_row(tokens_label(d.depth), fmt(d.prompt_tokens), fmt(d.ttft_s, 3),
+                      fmt(d.decode_tps) if d.ok else Text("failed", style="fail"),
+                      spread_text(reps) if reps is not None else UNKNOWN)
+    return _titled("Decode at context depth", table, "prompt tokens from usage; decode without TTFT")
+
+
+def telemetry_table(s: BenchSummary) -> Group | None:
+    rows = telemetry_rows(s)
     if not rows:
         return None
+    table = _table(["cell", "power (W)", "SM (MHz)", "RDMA tx/rx (Gb/s)", "KV peak (%)", "J/token"])
+    for label, t in rows:
+        table.add_row(safe(label, 30), " / ".join(fmt(r.power_w, 1) for r in t.ranks) or UNKNOWN,
+                      " / ".join(fmt(r.sm_mhz, 0) for r in t.ranks) or UNKNOWN,
+                      " / ".join(f"{fmt(r.tx_gbps)}/{fmt(r.rx_gbps)}" for r in t.ranks) or UNKNOWN,
+                      fmt(t.kv_cache_pct_max, 1) if t.kv_cache_pct_max is not None else "unknown",
+                      energy_text(t))
+    return _titled("Telemetry per cell", table, "per rank 0 / 1 / …; energy unknown unless every rank's "
+                   "power was read")
+
+
+def prefill_table(s: BenchSummary) -> Group | None:
+    if not s.prefill:
+        return None
     table = _table(["target", "prompt tokens", "TTFT (s)", "prefill (tok/s)"])
-    for r in rows:
-        table.add_row(str(r.get("target_tokens")), fmt(r.get("prompt_tokens")), fmt(r.get("ttft_s"), 3),
-                      fmt(r.get("prefill_tps")) if r.get("ok") else Text("failed", style="fail"))
+    for r in s.prefill:
+        table.add_row(str(r.target_tokens), fmt(r.prompt_tokens), fmt(r.ttft_s, 3),
+                      fmt(r.prefill_tps) if r.ok else Text("failed", style="fail"))
     return _titled("Prefill", table, "prompt tokens / TTFT")
 
 
-def needle_text(s: dict[str, Any]) -> Text | None:
-    rows = [r for r in s.get("needle", []) if isinstance(r, dict)]
-    if not rows:
+def needle_text(summary: SummaryLike) -> Text | None:
+    s = as_summary(summary)
+    if not s.needle:
         return None
     out = Text("Needle", style="bold")
-    for r in rows:
-        depth = r.get("depth")
-        out.append(f"\n  {r.get('prompt_tokens') or r.get('context_tokens')} tokens"
+    for r in s.needle:
+        depth = r.depth
+        out.append(f"\n  {r.prompt_tokens or r.context_tokens} tokens"
                    f" @{depth:.0%}  " if isinstance(depth, int | float) else "\n  ")
-        passed = bool(r.get("passed"))
+        passed = bool(r.passed)
         out.append("pass" if passed else "FAIL", style="ok" if passed else "fail")
-        answer = safe(str(r.get("answer") or ""), 60).replace("\n", " ")
+        answer = safe(str(r.answer or ""), 60).replace("\n", " ")
         if answer:
             out.append(f"  answer: {answer}", style="muted")
     return out
 
 
-def checks_text(s: dict[str, Any]) -> Text | None:
-    checks = [c for c in s.get("checks", []) if isinstance(c, dict)]
-    if not checks:
+def checks_text(summary: SummaryLike) -> Text | None:
+    s = as_summary(summary)
+    if not s.checks:
         return None
-    passed = sum(bool(c.get("passed")) for c in checks)
+    passed = sum(bool(c.passed) for c in s.checks)
     out = Text("Vision and tools ", style="bold")
-    out.append(f"{passed}/{len(checks)}", style="ok" if passed == len(checks) else "warn")
-    for c in checks:
-        if not c.get("passed"):
+    out.append(f"{passed}/{len(s.checks)}", style="ok" if passed == len(s.checks) else "warn")
+    for c in s.checks:
+        if not c.passed:
             out.append("\n  ✗ ", style="fail")
-            out.append(f"{safe(c.get('group'), 20)} {safe(c.get('name'), 40)}: ", style="bold")
-            out.append(safe(str(c.get("reason", "")), 200))
+            out.append(f"{safe(c.group, 20)} {safe(c.name, 40)}: ", style="bold")
+            out.append(safe(str(c.reason or ""), 200))
     return out
 
 
-def probe_table(s: dict[str, Any]) -> Group | None:
-    rows = [p for p in s.get("idle_probe", []) if isinstance(p, dict)]
-    if not rows:
+def probe_table(s: BenchSummary) -> Group | None:
+    if not s.idle_probe:
         return None
     table = _table(["prompt", "after", "decode (tok/s)", "TTFT (s)"], right_from=2)
-    for p in rows:
-        after = "back-to-back" if p.get("back_to_back") else f"{fmt(p.get('idle_s'), 0)} s idle"
-        table.add_row(safe(p.get("name"), 24), after,
-                      fmt(p.get("decode_tps")) + (" (estimated)" if p.get("estimated") else ""),
-                      fmt(p.get("ttft_s"), 3))
+    for p in s.idle_probe:
+        after = "back-to-back" if p.back_to_back else f"{fmt(p.idle_s, 0)} s idle"
+        table.add_row(safe(p.name, 24), after, fmt(p.decode_tps) + (" (estimated)" if p.estimated else ""),
+                      fmt(p.ttft_s, 3))
     return _titled("Idle probe", table)
 
 
-def card_table(s: dict[str, Any]) -> Group:
+def card_table(s: BenchSummary) -> Group:
     table = _table(["measure", "card", "this run", "ratio"])
-    for r in s.get("card", []):
-        if isinstance(r, dict):
-            this = r.get("this_run")
-            if isinstance(r.get("card"), int) and isinstance(this, float) and this.is_integer():
-                this = int(this)      # a count (checks passed), as the card gives it
-            table.add_row(str(r.get("measure")), fmt(r.get("card")), fmt(this),
-                          Text(fmt(r.get("ratio"), 3),
-                               style="bold" if r.get("ratio") is not None else "muted"))
+    for r in s.card:
+        this: float | int | None = r.this_run
+        if isinstance(r.card, int) and isinstance(this, float) and this.is_integer():
+            this = int(this)      # a count (checks passed), as the card gives it
+        table.add_row(str(r.measure), fmt(r.card), fmt(this),
+                      Text(fmt(r.ratio, 3), style="bold" if r.ratio is not None else "muted"))
     return _titled("Compared with the recipe card", table, "ratio: this run / card")
 
 
-def compare_table(s: dict[str, Any]) -> Group | None:
-    comp = s.get("compare")
-    if not isinstance(comp, dict):
-        return None
-    rows = [r for r in comp.get("rows", []) if isinstance(r, dict) and r.get("ratio") is not None]
+def compare_table(comp: Compare) -> Group:
+    rows = [r for r in comp.rows if r.ratio is not None]
     table = _table(["figure", "earlier", "this run", "ratio"])
     for r in rows[:MAX_COMPARE_ROWS]:
-        table.add_row(safe(r.get("figure"), 60), fmt(r.get("earlier")), fmt(r.get("this_run")),
-                      Text(fmt(r.get("ratio"), 3), style="bold"))
+        table.add_row(safe(r.figure, 60), fmt(r.earlier), fmt(r.this_run),
+                      Text(fmt(r.ratio, 3), style="bold"))
     if len(rows) > MAX_COMPARE_ROWS:
         table.add_row(Text(f"… and {len(rows) - MAX_COMPARE_ROWS} more in summary.md", style="muted"))
-    return _titled(f"Compared with {safe(comp.get('source'), 200)}", table, "ratio: this run / earlier")
+    return _titled(f"Compared with {safe(comp.source, 200)}", table, "ratio: this run / earlier")
 
 
-def summary_head(s: dict[str, Any], out: Path | None) -> Text:
-    status = str(s.get("status"))
+def summary_head(s: BenchSummary, out: Path | None) -> Text:
+    status = s.status
     text = Text(f"benchmark {status}", style=STATUS_ROLE.get(status, "unknown"))
-    text.append(f": {safe(s.get('suite'), 20)} suite, {safe(s.get('model'), 80)}, "
-                f"{request_counts(s)}")
-    if s.get("reason"):
-        text.append(f"\n  {safe(s.get('reason'), 300)}",
-                    style="warn" if status == "cancelled" else "fail.soft")
+    text.append(f": {safe(s.suite, 20)} suite, {safe(s.model, 80)}, {request_counts(s)}")
+    if s.reason:
+        text.append(f"\n  {safe(s.reason, 300)}", style="warn" if status == "cancelled" else "fail.soft")
     if status != "complete":
         text.append("\n  the figures are partial and not comparable", style="muted")
     if out is not None:
@@ -254,19 +296,20 @@ def summary_head(s: dict[str, Any], out: Path | None) -> Text:
     return text
 
 
-def summary_block(s: dict[str, Any], out: Path | None) -> Group:
-    """The whole summary: decode, prefill, needle, checks, idle probe, card, compare, records."""
+def summary_block(s: BenchSummary, out: Path | None) -> Group:
+    """The whole summary: decode, repeats, depth, prefill, needle, checks, idle probe, telemetry, card,
+    compare, records."""
     parts: list[RenderableType] = [summary_head(s, out)]
-    for part in (decode_table(s), prefill_table(s), needle_text(s), checks_text(s), probe_table(s)):
+    for part in (decode_table(s), repeat_table(s), depth_table(s), prefill_table(s), needle_text(s),
+                 checks_text(s), probe_table(s), telemetry_table(s)):
         if part is not None:
             parts += [Text(""), part]
-    spec = s.get("spec_decode") or {}
-    if isinstance(spec, dict) and spec.get("available"):
+    spec = s.spec_decode
+    if spec.available:
         parts += [Text(""), Text("Speculative decoding: acceptance rate "
-                                 f"{fmt(spec.get('acceptance_rate'), 3)}, mean acceptance length "
-                                 f"{fmt(spec.get('mean_acceptance_length'), 3)}")]
+                                 f"{fmt(spec.acceptance_rate, 3)}, mean acceptance length "
+                                 f"{fmt(spec.mean_acceptance_length, 3)}")]
     parts += [Text(""), card_table(s)]
-    comp = compare_table(s)
-    if comp is not None:
-        parts += [Text(""), comp]
+    for comp in s.compare:
+        parts += [Text(""), compare_table(comp)]
     return Group(*parts)
