@@ -163,7 +163,7 @@ def event_text(event: T.LaunchEvent, t0: float) -> str:
     if isinstance(event, T.EngineChanged):
         return f"engine {event.liveness.state}: {event.liveness.message}"
     if isinstance(event, T.RankStopped):
-        return f"{stamp(event.at)} rank {event.rank} stopped: {event.detail}"
+        return f"{stamp(event.at)} rank {event.rank} stopped ({event.detail})"
     if isinstance(event, T.RankRecovered):
         return f"{stamp(event.at)} rank {event.rank} no longer failed: {event.detail}"
     if isinstance(event, T.RankUnknown):
@@ -394,6 +394,8 @@ def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
     if report.verdict.remedy and report.verdict.state != "ready":
         out.append(f"what to do: {report.verdict.remedy}")
     for r in report.ranks:
+        if r.condition == "stopped" and "killed" in r.detail:
+            out.append(f"rank {r.rank}: stopped ({r.detail})")
         if r.failure:
             out.append(f"rank {r.rank}: {r.failure.label}\n    cause: {r.failure.cause}\n"
                        f"    remedy: {r.failure.remedy}")

@@ -15,6 +15,7 @@ ledger keeps a `write-failed` notice for each record it could not write (`Ledger
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -24,6 +25,7 @@ from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, command
 from cockpit.recipe import containers as dk
 from cockpit.recipe.launch import inspect_container
 from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.rank_timeline import stopped_detail
 from cockpit.recipe.recording import note_action
 from cockpit.safetext import neutralise
 
@@ -142,10 +144,12 @@ async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger, progress: dict
 
 
 async def _stop_run(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome:
+    began = time.monotonic()
     try:
         res = await fleet[item.rank].run(dk.stop_argv(item.container_id), timeout=STOP_TIMEOUT)
     except (HostUnavailable, CommandTimeout) as exc:
         return StopOutcome(item.rank, False, f"rank {item.rank} NOT stopped: {exc}")
+    took = time.monotonic() - began
     if not res.ok:
         why = neutralise(res.stderr.strip()) or f"exit status {res.exit_status}"
         return StopOutcome(item.rank, False, why)
@@ -153,20 +157,23 @@ async def _stop_run(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome
         ledger.mark_stopped(item.rank, item.container_id)
     except OSError as exc:
         ledger.write_failed("the stop", exc)
-        return StopOutcome(item.rank, True, await _how_it_stopped(fleet, item)
+        return StopOutcome(item.rank, True, await _how_it_stopped(fleet, item, took)
                            + " (not recorded in the launch ledger: it could not be written)")
-    return StopOutcome(item.rank, True, await _how_it_stopped(fleet, item))
+    return StopOutcome(item.rank, True, await _how_it_stopped(fleet, item, took))
 
 
-async def _how_it_stopped(fleet: Fleet, item: StopItem) -> str:
+async def _how_it_stopped(fleet: Fleet, item: StopItem, took: float) -> str:
     """"stopped ID", and when docker had to kill it after its timeout (a PID 1 without a SIGTERM handler,
-    or an engine that did not finish its shutdown in time: exit 137), that it was still this stop."""
+    or an engine waiting for its open streams: exit 137), that it was still this stop, and after how long
+    (`took`: how long `docker stop` ran)."""
     done = f"stopped {item.container_id[:12]}"
     try:
         state = await inspect_container(fleet, item.rank, item.container_id)
     except (HostUnavailable, CommandTimeout):
         return done
-    if state is None or not state.exited or state.oom_killed or state.exit_code != 137:
+    if state is None or not state.exited or state.oom_killed or state.exit_code not in (137, 143):
         return done
-    return (f"{done}: it did not exit on SIGTERM, so docker killed it when its stop timeout ran out "
-            "(exit 137, SIGKILL) — stopped by this cockpit, not a crash")
+    if state.exit_code == 143:
+        return f"{done} ({stopped_detail(state, None)})"
+    return (f"{done} (killed after {round(took)} s: the engine did not exit on SIGTERM; docker sent SIGKILL "
+            "when its stop timeout ran out, exit 137) — stopped by this cockpit, not a crash")
