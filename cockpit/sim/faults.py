@@ -39,6 +39,8 @@ DESCRIPTIONS: dict[str, str] = {
                    '(params: {"delay_s": N}, default 8)',
     "fabric-degraded": 'ib_write_bw/ib_write_lat through ib_hca run at a lower rate (params: {"gbps": N}, '
                        'default 50) and a higher latency: a bad cable, port or PFC',
+    "no-sigterm-handler": "the engine (PID 1 of its container) catches no SIGTERM: `docker stop` waits its "
+                          "whole timeout, then SIGKILL (exit 137)",
 }
 assert set(DESCRIPTIONS) == set(layout.FAULTS), "every fault needs a description"
 
