@@ -80,8 +80,8 @@ def open_raw_stream(url: str) -> tuple[socket.socket, list[bytes]]:
     """A streamed answer on a plain socket (closed by the test when it means the client to go); the bytes
     read land in the returned list, read in a thread."""
     host, port = url.removeprefix("http://").split(":")
-    body = ('{"messages": [{"role": "user", "content": "Tell me a long story about clouds."}], '
-            '"stream": true, "max_tokens": 4000, "chat_template_kwargs": {"thinking": false}}').encode()
+    body = (b'{"messages": [{"role": "user", "content": "Tell me a long story about clouds."}], '
+            b'"stream": true, "max_tokens": 4000, "chat_template_kwargs": {"thinking": false}}')
     sock = socket.create_connection((host, int(port)), timeout=30)
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
@@ -178,7 +178,8 @@ def test_sigterm_head_then_workers_exit_0_without_traceback(cluster: Callable[[i
     assert head.proc.wait(15) == 0
     log = head.text()
     assert in_order(log, ["INFO:     Application startup complete.", "INFO:     Shutting down",
-                          "INFO:     Waiting for application shutdown.", "INFO:     Application shutdown complete.",
+                          "INFO:     Waiting for application shutdown.",
+                          "INFO:     Application shutdown complete.",
                           "INFO:     Finished server process ["]), log[-2000:]
     assert clean(log), log[-3000:]
     assert b"[DONE]" not in b"".join(got)  # the stream stalled, as real vLLM's did
