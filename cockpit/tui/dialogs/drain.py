@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import ProgressBar, Static
+from textual.widgets import Static
 
 from cockpit.recipe.stop import InFlight
 from cockpit.tui.keys import hints
@@ -31,7 +31,7 @@ class DrainDialog(ModalScreen[str]):
     DrainDialog > Vertical { width: 90; max-width: 95%; height: auto; border: thick $warning;
                              background: $surface; padding: 0 1; }
     DrainDialog .drain-title { text-style: bold; padding-bottom: 1; }
-    DrainDialog #drain-bar { padding-top: 1; }
+    DrainDialog #drain-then { padding-top: 1; }
     DrainDialog #drain-keys { padding-top: 1; }
     """
 
@@ -47,13 +47,9 @@ class DrainDialog(ModalScreen[str]):
             yield Static(Text("Waiting for rank 0's requests to finish before stopping"),
                          classes="drain-title")
             yield Static(self._state_text(), id="drain-state", markup=False)
-            yield ProgressBar(total=self.limit_s, show_eta=False, show_percentage=False, id="drain-bar")
             then = "then: " + "; ".join(line for _, line in self.commands)
             yield Static(Text(then, style="muted"), id="drain-then", markup=False)
             yield Static(hints(self, ("stop_now", "cancel")), id="drain-keys", markup=False)
-
-    def on_mount(self) -> None:
-        self.query_one("#drain-bar", ProgressBar).update(progress=self.left_s)
 
     def _state_text(self) -> Text:
         return Text.assemble(("requests under way: ", "muted"), (self.requests.text(), "bold"),
@@ -65,7 +61,6 @@ class DrainDialog(ModalScreen[str]):
         self.left_s, self.requests = max(0.0, left_s), requests
         if self.is_mounted:
             self.query_one("#drain-state", Static).update(self._state_text())
-            self.query_one("#drain-bar", ProgressBar).update(progress=self.left_s)
 
     def action_stop_now(self) -> None:
         self.dismiss("cut")
