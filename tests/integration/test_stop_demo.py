@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -116,3 +117,78 @@ async def test_137_after_the_stop_is_stopped_with_the_kill_said(fresh_demo_clust
     assert "rank 0: stopped (killed after " in text.stdout, text.stdout
     logs = cli(cluster, "logs", "--rank", "0")
     assert "Waiting for connections to close" in logs.stdout
+
+
+def _same(text: str) -> str:
+    """A plan's text with the transport's own words for a lost host left out (each side's connection
+    says it its way: refused, reset, not connected)."""
+    return re.sub(r"(host (?:un|not )reachable): [^;]*;", r"\1: …;", text)
+
+
+async def test_the_cli_and_the_tui_show_the_same_stop_plan(fresh_demo_cluster) -> None:
+    """A lost worker: the same commands (head first), the same 'left alone' and the same word about rank 0's
+    requests; then the head lost too: the same refusal. Nothing is stopped by either."""
+    from cockpit.tui.app import CockpitApp
+    from cockpit.tui.dialogs import ConfirmCommands
+    from cockpit.tui.panes.launch import LaunchPane
+
+    cluster = fresh_demo_cluster
+    await _launched(cluster)
+    app = CockpitApp(cluster.config, cluster.config_path)
+
+    def notice() -> str:
+        return str(app.query_one(LaunchPane).query_one("#launch-notice").render())
+
+    async def until(pilot, pred, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
+        end = time.monotonic() + timeout
+        while not pred():
+            await pilot.pause(0.2)
+            assert time.monotonic() < end, f"timed out; the notice: {notice()}"
+
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await until(pilot, lambda: all(s.connected for s in app.fleet.statuses), 30)
+            app.set_focus(None)
+            app.action_show_pane("launch")
+            pane = app.query_one(LaunchPane)
+            await until(pilot, lambda: pane.timeline.verdict.state == "ready")
+
+            cluster.fault(2, "host-down")
+            await until(pilot, lambda: not app.fleet[2].status.connected)
+            shown = cli(cluster, "stop")          # not a terminal: the plan, then no stop without --yes
+            assert shown.returncode == 3 and "add --yes" in shown.stderr, shown.stdout + shown.stderr
+            await pilot.press("s")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmCommands))
+            screen = app.screen
+            assert isinstance(screen, ConfirmCommands)
+            targets = {r: app.fleet[r].target for r in range(4)}
+            assert [label for label, _ in screen.commands] == [
+                f"rank 0 ({targets[0]}) — head, first", f"rank 1 ({targets[1]})", f"rank 3 ({targets[3]})"]
+            cli_lines = shown.stdout.splitlines()
+            for label, line in screen.commands:
+                assert f"{label}: stop" in cli_lines and f"    {line}" in cli_lines, shown.stdout
+            assert screen.title_text.startswith("Stop 3 container(s), head first?")
+            note = screen.note.splitlines()
+            assert note[0].startswith("left alone: rank 2: host unreachable") and note[1:] == [
+                "rank 0 serves no request: nothing to wait for"]
+            assert [_same(n) for n in note] == [_same(c) for c in cli_lines
+                                                if c.startswith(("left alone:", "rank 0 serves"))]
+            await pilot.press("escape")
+
+            cluster.fault(0, "host-down")
+            await until(pilot, lambda: not app.fleet[0].status.connected)
+            refused = cli(cluster, "stop")
+            assert refused.returncode == 1, refused.stdout + refused.stderr
+            cli_refusal = next(line for line in refused.stderr.splitlines() if line.startswith("rank 0 NOT"))
+            await pilot.press("s")
+            await until(pilot, lambda: notice().startswith("rank 0 NOT stopped"))
+            assert _same(notice()) == _same(cli_refusal), (notice(), cli_refusal)
+            assert not isinstance(app.screen, ConfirmCommands)
+    finally:
+        cluster.fault(0, "host-down", on=False)
+        cluster.fault(2, "host-down", on=False)
+    async with Fleet(cluster.config) as fleet:
+        assert await fleet.wait_connected(30)
+        for rank in range(4):
+            res = await fleet[rank].run(["docker", "inspect", "-f", "{{.State.Running}}", "ds41_r37"])
+            assert res.stdout.strip() == "true"   # neither face stopped anything
