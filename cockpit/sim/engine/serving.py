@@ -35,9 +35,10 @@ async def shut_down_api(log: VLog, teardown: Callable[[], Awaitable[None]], trac
     """The API server's graceful stop on SIGTERM as vLLM logs it (launcher, then uvicorn), around
     `teardown`; `traceback`: uvicorn's lifespan CancelledError in the middle (fault traceback-on-stop).
     With answers still open on `serving` it does what vLLM 0.32 does in most tries
-    (docs/vllm.md#real-vllm-032-cpu-build-and-the-pinned-version): the engine core is force-killed before the requests are aborted, the open streams stall (no [DONE],
-    no error) and the server waits for its clients to go ("Waiting for connections to close"): under
-    `docker stop` that ends in SIGKILL after the timeout, exit 137."""
+    (docs/vllm.md#real-vllm-032-cpu-build-and-the-pinned-version): the engine core is force-killed before
+    the requests are aborted, the open streams stall (no [DONE], no error) and the server waits for its
+    clients to go ("Waiting for connections to close"): under `docker stop` that ends in SIGKILL after the
+    timeout, exit 137."""
     if serving is not None and serving.api.open:
         await serving.stall_until_clients_go()
     else:
