@@ -253,3 +253,24 @@ def test_serve_ready_stops_the_same_way(tmp_path: Path) -> None:
     text = (tmp_path / "fault.log").read_text()
     assert in_order(text, ["Waiting for application shutdown.", "Traceback (most recent call last):",
                            "Application shutdown complete."]), text
+
+
+def test_no_sigterm_handler_fault_leaves_pid1_without_one(cluster: Callable[[int], Cluster]) -> None:
+    """Fault no-sigterm-handler: the engine catches no SIGTERM, so the docker stand-in (which, like the
+    kernel for a container's PID 1, drops a signal that is not caught) waits its timeout and SIGKILLs."""
+    from cockpit.sim.tools import _docker
+
+    plain = cluster(1)
+    plain.provision()
+    rk = plain.start(0)
+    wait_until(lambda: healthy(plain.url), "rank 0 /health")
+    assert _docker.catches(rk.proc.pid, signal.SIGTERM)
+    assert stop(rk) == 0
+    faulty = cluster(1)
+    faulty.provision({0: ["no-sigterm-handler"]})
+    rk = faulty.start(0)
+    wait_until(lambda: healthy(faulty.url), "rank 0 /health")
+    assert not _docker.catches(rk.proc.pid, signal.SIGTERM)
+    assert _docker.catches(rk.proc.pid, signal.SIGINT)
+    rk.proc.send_signal(signal.SIGINT)
+    assert rk.proc.wait(15) == 0
