@@ -19,6 +19,8 @@ def test_drain_countdown(snap_compare, fixed_config, size: tuple[int, int]) -> N
 
     async def before(pilot) -> None:  # type: ignore[no-untyped-def]
         await pilot.pause()
+        app.action_show_pane("commands")   # a pane without a clock behind the dialog (hosts counts seconds)
+        await pilot.pause()
         dialog = DrainDialog(120, InFlight(3, 1), COMMANDS)
         app.push_screen(dialog)
         await pilot.pause()
