@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from test_engine_boot import Cluster, Rank, cluster, healthy, wait_until
 
 from cockpit.sim import layout
@@ -53,24 +52,6 @@ def stop(rk: Rank | subprocess.Popen[bytes], timeout: float = 10.0) -> int:
 
 def clean(text: str) -> bool:
     return not any(bad in text for bad in UNCLEAN)
-
-
-def stream_in_background(url: str) -> tuple[threading.Thread, list[str]]:
-    """A long streamed answer, read in a thread; its data lines land in the returned list."""
-    lines: list[str] = []
-
-    def run() -> None:
-        body = {"messages": [{"role": "user", "content": "Tell me a long story about clouds."}],
-                "stream": True, "max_tokens": 4000, "chat_template_kwargs": {"thinking": False}}
-        try:
-            with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=20) as r:
-                lines.extend(ln for ln in r.iter_lines() if ln)
-        except httpx.HTTPError as exc:
-            lines.append(f"client error: {exc!r}")
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, lines
 
 
 SAMPLES = Path(__file__).parents[1] / "fixtures" / "samples" / "real-vllm-0.32-cpu"
