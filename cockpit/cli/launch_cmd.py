@@ -12,6 +12,8 @@ the containers this cockpit started, head first, with `docker stop`, under the s
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -44,7 +46,7 @@ from cockpit.recipe.phases import Phase
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.recording import recorded
 from cockpit.recipe.replace import execute_replace
-from cockpit.recipe.stop import execute_stop, plan_stop
+from cockpit.recipe.stop import DrainResult, InFlight, StopPlan, drain, execute_stop, plan_stop
 from cockpit.recipe.stuck import StuckReport
 from cockpit.recipe.watch import phase_limits
 from cockpit.safetext import neutralise_block, safe
@@ -96,6 +98,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     t.add_argument("-y", "--yes", action="store_true", help="stop without asking")
     t.add_argument("--force", action="store_true",
                    help="stop the workers even though the head (rank 0) is unreachable")
+    d = t.add_mutually_exclusive_group()
+    d.add_argument("--drain", nargs="?", type=_drain_seconds, const=-1.0, default=None, metavar="SECONDS",
+                   help="first wait for rank 0's running/waiting requests to finish, at most SECONDS "
+                        "(default: [engine] drain_timeout_s, 120), without asking; Ctrl-C cuts the wait "
+                        "short and stops. Without --drain/--no-drain the stop asks when requests are under "
+                        "way (--yes and --json: it waits, as --drain)")
+    d.add_argument("--no-drain", action="store_true",
+                   help="stop at once, even when requests are under way (their answers are cut)")
     t.set_defaults(func=run_stop)
 
 
@@ -104,6 +114,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 async def _connected_fleet(fleet: Fleet, cfg: ClusterConfig) -> None:
     await fleet.wait_connected(cfg.ssh.connect_timeout + 5)
+
+
+def _drain_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError("seconds between 0 and 3600")
+    return value
 
 
 def _confirm(question: str) -> bool:
@@ -167,7 +187,7 @@ def event_text(event: T.LaunchEvent, t0: float) -> str:
     if isinstance(event, T.EngineChanged):
         return f"engine {event.liveness.state}: {event.liveness.message}"
     if isinstance(event, T.RankStopped):
-        return f"{stamp(event.at)} rank {event.rank} stopped: {event.detail}"
+        return f"{stamp(event.at)} rank {event.rank} stopped ({event.detail})"
     if isinstance(event, T.RankRecovered):
         return f"{stamp(event.at)} rank {event.rank} no longer failed: {event.detail}"
     if isinstance(event, T.RankUnknown):
@@ -403,6 +423,8 @@ def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
     if report.stuck is not None:
         out.append(stuck_text(report.stuck))
     for r in report.ranks:
+        if r.condition == "stopped" and "killed" in r.detail:
+            out.append(f"rank {r.rank}: stopped ({r.detail})")
         if r.failure:
             out.append(f"rank {r.rank}: {r.failure.label}\n    cause: {r.failure.cause}\n"
                        f"    remedy: {r.failure.remedy}")
@@ -457,31 +479,43 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig, progress: dict[int
     ledger = Ledger(cfg)
     async with Fleet(cfg) as fleet:
         await _connected_fleet(fleet, cfg)
-        plan = await plan_stop(fleet, cfg, ledger)
+        plan = await plan_stop(fleet, cfg, ledger, force=args.force, read_requests=not args.no_drain)
         ledger_notices(args, ledger)
-        todo = [i for i in plan if i.action == "stop"]
-        lost = [i for i in plan if i.action == "unreachable"]
+        limit = _drain_limit(args, cfg)
+        todo, lost = plan.todo, plan.lost
         if args.json and ((not todo and not lost) or not args.yes):
-            print_json({"plan": [i.to_dict() for i in plan], "stopped": []})
+            print_json({**plan.to_dict(), "stopped": []})
         elif not args.json:
-            for i in plan:
-                line = f"rank {i.rank} ({fleet[i.rank].target}): {i.action}: {i.reason}"
-                print(line + (f"\n    {i.command}" if i.command else ""))
+            for label, line in plan.commands():
+                print(f"{label}: stop\n    {line}")
+            if plan.left_alone():
+                print(plan.left_alone())
+            if plan.drain_text(limit):
+                print(plan.drain_text(limit))
+        refusal = plan.refusal()
         if not todo and not lost:
             if not args.json:
-                print("nothing to stop: no running container started by this cockpit "
-                      "(a cluster launched by hand is never stopped by r37-cockpit)")
+                print(refusal)
             return 0
-        if todo and not args.yes and not _confirm(f"Stop {len(todo)} container(s), head first?"):
+        if refusal is not None and not args.json:
+            print(refusal, file=sys.stderr)
+        if refusal is None and not args.yes and not _confirm(plan.question()):
             raise CliError("stop cancelled", EXIT_REFUSED, "needs-confirmation")
-        head_lost = any(i.rank == 0 for i in lost)
+        drained = None
+        if refusal is None and plan.in_flight is not None and plan.in_flight.busy and limit > 0:
+            ask = args.drain is None and not args.yes and not args.json
+            if ask and not _confirm(f"Wait up to {limit:g} s for rank 0's {plan.in_flight.text()} request(s) "
+                                    "to finish before stopping? (no: stop now and cut their answers)"):
+                limit = 0.0
+            if limit > 0:
+                drained = await _drain_cli(args, fleet, cfg, plan, limit)
         try:
-            if head_lost:
+            if plan.head_lost:
                 # the lock lives on rank 0: nothing to take. Without --force nothing is stopped at all.
                 if args.force and todo and not args.json:
                     print("warning: rank 0 (and the cluster lock on it) is unreachable: stopping the workers "
                           "without the lock (--force)", file=sys.stderr)
-                outcomes = await execute_stop(fleet, plan, ledger, force=args.force, progress=progress)
+                outcomes = await execute_stop(fleet, plan, ledger, progress=progress)
             else:
                 async with ClusterLock(fleet, cfg, "stop") as lock:
                     if lock.warning:   # a stale lock taken over: said, as for a launch
@@ -489,14 +523,15 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig, progress: dict[int
                             print_json_line({"event": "LockTakenOver", "warning": lock.warning})
                         else:
                             print(f"warning: {safe(lock.warning)}", file=sys.stderr, flush=True)
-                    outcomes = await execute_stop(fleet, plan, ledger, force=args.force, progress=progress)
+                    outcomes = await execute_stop(fleet, plan, ledger, progress=progress)
         except LockError as exc:
             raise CliError(f"stop {exc}", EXIT_REFUSED, _lock_code(exc)) from None
         except HostUnavailable as exc:
             raise CliError(str(exc), code="not-stopped") from None
         notices = ledger.pop_warnings()   # a ledger that could not be written (the stops went ahead)
         if args.json:
-            print_json({"plan": [i.to_dict() for i in plan], "stopped": [o.to_dict() for o in outcomes],
+            print_json({**plan.to_dict(), "stopped": [o.to_dict() for o in outcomes],
+                        **({"drain": drained.to_dict()} if drained is not None else {}),
                         **({"warnings": [{"code": n.code, "message": n.message} for n in notices]}
                            if notices else {})})
         else:
@@ -507,3 +542,40 @@ async def _stop(args: argparse.Namespace, cfg: ClusterConfig, progress: dict[int
                       f"{safe(n.message)}", file=sys.stderr)
         unwritten = any(n.code == "write-failed" for n in notices)
         return EXIT_OK if all(o.ok for o in outcomes) and not unwritten else EXIT_FAILURE
+
+
+def _drain_limit(args: argparse.Namespace, cfg: ClusterConfig) -> float:
+    """Seconds the stop may wait for rank 0's requests: --no-drain 0, --drain=S S, else the config's."""
+    if args.no_drain:
+        return 0.0
+    if args.drain is not None and args.drain >= 0:
+        return float(args.drain)
+    return float(cfg.engine.drain_timeout_s)
+
+
+async def _drain_cli(args: argparse.Namespace, fleet: Fleet, cfg: ClusterConfig, plan: StopPlan,
+                     limit: float) -> DrainResult:
+    """The wait for rank 0's requests, counted down on stderr; the first Ctrl-C cuts it short (and the stop
+    goes ahead), a second one interrupts the command."""
+    loop = asyncio.get_running_loop()
+    cut = asyncio.Event()
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(_sig: int, _frame: object) -> None:
+        signal.signal(signal.SIGINT, previous)
+        loop.call_soon_threadsafe(cut.set)
+
+    def tick(left: float, now: InFlight) -> None:
+        if not args.json:
+            print(f"waiting for rank 0's requests: {now.text()}, {left:.0f} s left (Ctrl-C: stop now)",
+                  file=sys.stderr, flush=True)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        result = await drain(fleet, cfg, limit, first=plan.in_flight, cut=cut, tick=tick)
+    finally:
+        if signal.getsignal(signal.SIGINT) is on_sigint:
+            signal.signal(signal.SIGINT, previous)
+    if not args.json:          # --json: in the one object printed at the end ("drain")
+        print(result.text(), file=sys.stderr, flush=True)
+    return result

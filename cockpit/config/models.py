@@ -132,6 +132,9 @@ class EngineSection(Strict):
     idle_timeout_s: Seconds = 60.0
     # chat and smoke: seconds one read may wait for any byte at all (never less than a deadline + 1 s)
     read_timeout_s: Annotated[float, float_range(1, None, "seconds")] = 600.0
+    # stop: the longest wait for rank 0's running and waiting requests to finish before SIGTERM (0: never
+    # wait); `stop --drain=SECONDS` / `--no-drain` override it
+    drain_timeout_s: Annotated[float, float_range(0, 3600, "seconds", lo_open=False)] = 120.0
 
 
 STATS_INTERVAL_S = (0.2, 60.0)     # the bounds of `[stats] interval_s` (and of `stats --interval`)

@@ -390,7 +390,8 @@ class RankStatus:
     failure: Failure | None
     condition: str = "none"
     phase_text: str = ""              # the phase as shown: "exited in …", or unknown when the log has none
-    detail: str = ""                  # why it is unknown (docker not answering, not read yet), if it is
+    detail: str = ""                  # why it is unknown (docker not answering, not read yet), if it is;
+                                      # how it stopped, if it did ("stopped (killed after 10 s: …)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "target": self.target, "host": self.host,
@@ -430,7 +431,7 @@ def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline,
             "unknown" if tl.condition == "unknown" or not fleet[rank].status.connected else "none")
         ranks.append(RankStatus(rank, fleet[rank].target, fleet[rank].status.state.value, tl.container, owner,
                                 tl.phase, tl.progress, tl.failure, tl.condition, tl.phase_text,
-                                tl.unknown or tl.pending))
+                                tl.unknown or tl.pending or (tl.stop_detail if tl.stopped else "")))
     live = timeline.engine_liveness()
     return StatusReport(ranks, timeline.api or NO_ENGINE, timeline.compute_verdict(),
                         live.state if live is not None else "unknown", stuck)

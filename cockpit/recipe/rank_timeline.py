@@ -52,6 +52,23 @@ DEFAULT_STUCK_LIMITS: dict[Phase, float] = {
 
 
 
+def stopped_detail(state: ContainerState, stop_began: float | None) -> str:
+    """How a container the cockpit stopped (or that exited 0) ended, as the operator reads it after
+    "stopped": "rank 0 stopped (killed after 10 s: the engine did not exit on SIGTERM)". Exit 137
+    after a stop is docker's SIGKILL when its stop timeout ran out (vLLM waiting for open streams, or a
+    PID 1 without a SIGTERM handler): still the stop, never a crash. 137 without a stop is not judged here
+    (it is a failure: `feed_container`)."""
+    code = state.exit_code
+    if code == 137 and not state.oom_killed:
+        took = ""
+        if stop_began is not None and state.finished_at is not None:
+            took = f" after {max(0, round(state.finished_at - stop_began))} s"
+        return f"killed{took}: the engine did not exit on SIGTERM"
+    if code == 143:
+        return "ended by SIGTERM, exit code 143"
+    return state.exit_reason()
+
+
 @dataclass
 class PhaseSpan:
     phase: Phase
@@ -77,6 +94,7 @@ class RankTimeline:
     owner: Owner = "none"
     stop_began: float | None = None      # the cockpit began stopping it (or it exited cleanly) at this time
     stopped: bool = False                # exited after a stop: not a failure, whatever it printed meanwhile
+    stop_detail: str = ""                # how it stopped, said once it has (`stopped_detail`)
     unknown: str = ""                    # why its container is not known (host lost during docker run,
                                          # docker not answering)
     pending: str = ""                    # what is not read yet (its container, its log): nothing is known
@@ -294,7 +312,8 @@ class RankTimeline:
             self.stopped = True
             if self.failure is not None and (self.failure.secondary or self._shutting_down(self.failure.at)):
                 self.failure, self._best_rule = None, None
-            return [*events, RankStopped(self.rank, state.exit_reason(), state.finished_at or at)]
+            self.stop_detail = stopped_detail(state, self.stop_began)
+            return [*events, RankStopped(self.rank, self.stop_detail, state.finished_at or at)]
         if state.exited and not self.stopped and (self.failure is None or not self.failure.exit_reason):
             reason = state.exit_reason()
             if self.failure is not None:

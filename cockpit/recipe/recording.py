@@ -152,7 +152,9 @@ class Recording:
         elif isinstance(event, T.RankStopped | T.RankUnknown | T.RankRecovered):
             word = ("stopped" if isinstance(event, T.RankStopped)
                     else "unknown" if isinstance(event, T.RankUnknown) else "recovered")
-            self.event(word, f"rank {event.rank} {word}: {event.detail}", rank=event.rank, at=event.at)
+            text = (f"rank {event.rank} stopped ({event.detail})" if isinstance(event, T.RankStopped)
+                    else f"rank {event.rank} {word}: {event.detail}")
+            self.event(word, text, rank=event.rank, at=event.at)
         if timeline is not None:
             self._note_conditions(timeline, event, now)
 

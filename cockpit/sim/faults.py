@@ -49,6 +49,8 @@ DESCRIPTIONS: dict[str, str] = {
            'the GPU fell off the bus); kernel messages stay when it is switched off, as on a real host',
     "klog-denied": "journalctl may not read the system journal (the login is in neither adm nor "
                    "systemd-journal): its hint, no kernel line",
+    "no-sigterm-handler": "the engine (PID 1 of its container) catches no SIGTERM: `docker stop` waits its "
+                          "whole timeout, then SIGKILL (exit 137)",
 }
 assert set(DESCRIPTIONS) == set(layout.FAULTS), "every fault needs a description"
 

@@ -53,7 +53,7 @@ FAULTS = (
     "no-gpu", "docker-down", "docker-denied", "no-nvidia-runtime", "rdma-port-down", "wrong-gid", "low-disk",
     "low-memory", "slow-clocks", "missing-shard", "wrong-image-id", "nccl-timeout", "oom-at-load",
     "crash-after-ready", "hang", "traceback-on-stop", "lost-during-run", "host-down", "slow-docker",
-    "fabric-degraded", "gpu-thermal", "xid", "klog-denied", "tp-deadlock",
+    "fabric-degraded", "gpu-thermal", "xid", "klog-denied", "tp-deadlock", "no-sigterm-handler",
 )
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from cockpit.recipe.checks import PreflightEvent
     from cockpit.recipe.launch import DryRun, Gate
     from cockpit.recipe.setup_model import SetupEvent, SetupPlan
-    from cockpit.recipe.stop import StopItem
+    from cockpit.recipe.stop import StopPlan
     from cockpit.recipe.timeline_events import LaunchEvent
     from cockpit.telemetry.logline import LogLine
 
@@ -95,7 +95,7 @@ class GateChecked(Message):
 
 @dataclass
 class StopPlanned(Message):
-    plan: list[StopItem]
+    plan: StopPlan
 
 
 @dataclass

@@ -163,13 +163,15 @@ async def test_stop_of_a_pid1_without_handler_is_a_stop_not_a_crash(backend: str
         assert [(i.rank, i.action) for i in plan if i.action == "stop"] == [(RANK, "stop")]
         outcomes = await execute_stop(fleet, plan, ledger)
         [out] = [o for o in outcomes if o.rank == RANK]
-        assert out.ok and out.message.startswith(f"stopped {cid[:12]}: it did not exit on SIGTERM"), out
+        assert out.ok and out.message.startswith(f"stopped {cid[:12]} (killed after "), out
+        assert "the engine did not exit on SIGTERM" in out.message
         assert "exit 137" in out.message and "not a crash" in out.message
         state = await L.inspect_container(fleet, RANK, cid)
         assert state is not None and state.exit_code == 137 and not state.oom_killed
         report = await L.cluster_status(fleet, cfg, ledger)
         [rank3] = [r for r in report.ranks if r.rank == RANK]
         assert rank3.condition == "stopped" and rank3.failure is None and rank3.owner == "cockpit", rank3
+        assert rank3.detail.startswith("killed after ") and "did not exit on SIGTERM" in rank3.detail
 
 
 NODE_NO_ID = """#!/usr/bin/env bash

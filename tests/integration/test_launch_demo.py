@@ -236,7 +236,7 @@ async def test_stop_touches_only_what_the_cockpit_started(fresh_demo_cluster) ->
         ledger = Ledger(cfg)
         plan = await plan_stop(fleet, cfg, ledger)
         assert [i.action for i in plan] == ["skip"] * 4
-        assert "not started by this cockpit" in plan[3].reason
+        assert "not started by this cockpit" in plan.items[3].reason
         assert await execute_stop(fleet, plan, ledger) == []
         report = await L.cluster_status(fleet, cfg, ledger)
         assert report.ranks[3].owner == "by hand" and report.ranks[3].container is not None

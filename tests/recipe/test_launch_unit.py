@@ -256,6 +256,35 @@ def test_a_clean_exit_is_a_stop_and_an_oom_kill_is_not() -> None:
     assert oom.condition == "failed"
 
 
+def test_137_after_the_cockpits_stop_is_a_stop_with_the_kill_said_and_137_unasked_is_a_failure() -> None:
+    """docker stop's SIGKILL when its timeout ran out (vLLM waiting for open streams): stopped, with how
+    long it took; the same exit code without a stop request (the OOM killer, a kill -9): a failure."""
+    asked = RankTimeline(0)
+    asked.launched(0.0, "c" * 64)
+    asked.feed_line("INFO:     Application startup complete.", 5.0)
+    asked.request_stop(100.0)
+    asked.feed_line("INFO:     Waiting for connections to close. (CTRL+C to force quit)", 100.2)
+    events = asked.feed_container(_exited(exit_code=137, finished=110.4), 111.0)
+    assert asked.condition == "stopped" and asked.failure is None
+    [stopped] = [e for e in events if isinstance(e, RankStopped)]
+    assert stopped.detail == "killed after 10 s: the engine did not exit on SIGTERM"
+    assert asked.stop_detail == stopped.detail
+    term = RankTimeline(1)
+    term.launched(0.0, "c" * 64)
+    term.request_stop(100.0)
+    term.feed_container(_exited(exit_code=143, finished=100.5), 101.0)
+    assert term.condition == "stopped" and term.stop_detail == "ended by SIGTERM, exit code 143"
+    unasked = RankTimeline(2)
+    unasked.launched(0.0, "c" * 64)
+    unasked.feed_line("INFO:     Application startup complete.", 5.0)
+    unasked.feed_container(_exited(exit_code=137, finished=50.0), 51.0)
+    assert unasked.condition == "failed" and unasked.failure is not None
+    assert "137" in unasked.failure.exit_reason and "SIGKILL" in unasked.failure.exit_reason
+    cluster = ClusterTimeline([0, 1])
+    cluster.ranks[0], cluster.ranks[1] = asked, term
+    assert cluster.compute_verdict().state == "stopped"
+
+
 def _exited(*, exit_code: int, finished: float, oom: bool = False) -> ContainerState:
     return ContainerState("c" * 64, "ds41_r37", "exited", exit_code=exit_code, oom_killed=oom,
                             started_at=0.0, finished_at=finished)

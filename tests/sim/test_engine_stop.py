@@ -1,16 +1,20 @@
 """SIGTERM (what `docker stop` sends) stops every rank of the simulated engine the way vLLM does: its
-shutdown lines, connections closed without a traceback, exit code 0; fault traceback-on-stop adds one."""
+shutdown lines, connections closed without a traceback, exit code 0; fault traceback-on-stop adds one.
+With a stream open it does what real vLLM 0.32 did in 2 of 3 tries (the samples in
+tests/fixtures/samples/real-vllm-0.32-cpu): the stream stalls (no [DONE], no error), the server logs vLLM's
+shutdown lines and "Waiting for connections to close", and exits only once its client went away."""
 
 from __future__ import annotations
 
+import re
 import signal
+import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from test_engine_boot import Cluster, Rank, cluster, healthy, wait_until
 
 from cockpit.sim import layout
@@ -50,22 +54,94 @@ def clean(text: str) -> bool:
     return not any(bad in text for bad in UNCLEAN)
 
 
-def stream_in_background(url: str) -> tuple[threading.Thread, list[str]]:
-    """A long streamed answer, read in a thread; its data lines land in the returned list."""
-    lines: list[str] = []
+SAMPLES = Path(__file__).parents[1] / "fixtures" / "samples" / "real-vllm-0.32-cpu"
 
-    def run() -> None:
-        body = {"messages": [{"role": "user", "content": "Tell me a long story about clouds."}],
-                "stream": True, "max_tokens": 4000, "chat_template_kwargs": {"thinking": False}}
-        try:
-            with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=20) as r:
-                lines.extend(ln for ln in r.iter_lines() if ln)
-        except httpx.HTTPError as exc:
-            lines.append(f"client error: {exc!r}")
 
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, lines
+def open_raw_stream(url: str) -> tuple[socket.socket, list[bytes]]:
+    """A streamed answer on a plain socket (closed by the test when it means the client to go); the bytes
+    read land in the returned list, read in a thread."""
+    host, port = url.removeprefix("http://").split(":")
+    body = (b'{"messages": [{"role": "user", "content": "Tell me a long story about clouds."}], '
+            b'"stream": true, "max_tokens": 4000, "chat_template_kwargs": {"thinking": false}}')
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    got: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                data = sock.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            got.append(data)
+
+    threading.Thread(target=read, daemon=True).start()
+    return sock, got
+
+
+def hang_up(sock: socket.socket) -> None:
+    """The client goes (shutdown first: a close alone waits for the reader thread's recv)."""
+    sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+
+
+def _messages(text: str) -> list[str]:
+    """The shutdown lines of a vLLM log without process tag, time and pid: `[file:line] message`."""
+    out = []
+    for line in text.splitlines():
+        m = re.search(r"\[(\w+\.py:\d+)\] (\[shutdown\].*)$", line)
+        if m:
+            out.append(re.sub(r"pid \d+", "pid N", m.group(2)))
+        elif line.startswith("INFO:     ") and "HTTP/1.1" not in line:
+            out.append(line)
+    return out
+
+
+def test_sigterm_with_a_stream_open_stalls_it_and_waits_for_the_client_as_real_vllm(tmp_path: Path) -> None:
+    proc, url = start_ready(tmp_path / "engine.log")
+    sock, got = open_raw_stream(url)
+    wait_until(lambda: b"".join(got).count(b"data: ") > 3, "a streamed answer under way")
+    proc.send_signal(signal.SIGTERM)
+    log = tmp_path / "engine.log"
+    wait_until(lambda: "Waiting for connections to close" in log.read_text(), "the wait for the client")
+    seen = len(b"".join(got))
+    time.sleep(1.5)
+    assert proc.poll() is None                               # it waits for its client, as vLLM does
+    assert len(b"".join(got)) == seen                        # the stream stalled: no token, no error
+    assert b"[DONE]" not in b"".join(got) and b'"error"' not in b"".join(got)
+    host, port = url.removeprefix("http://").split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the server still listens while it waits for its connections")
+    hang_up(sock)                                            # the client goes: the server finishes
+    assert proc.wait(15) == 0
+    text = log.read_text()
+    assert clean(text), text[-3000:]
+    # the same shutdown lines as real vLLM 0.32 with a stream open, in the same order
+    real = _messages((SAMPLES / "shutdown-run2-sigterm-with-open-stream.log").read_text())
+    ours = _messages(text)
+    ours = ours[next(i for i, m in enumerate(ours) if m.startswith("[shutdown]")):]
+    real_cut = real[:real.index("INFO:     Waiting for connections to close. (CTRL+C to force quit)") + 1]
+    assert ours[:len(real_cut)] == real_cut, (ours, real_cut)
+    assert in_order(text, ["Waiting for connections to close", "INFO:     Waiting for application shutdown.",
+                           "INFO:     Application shutdown complete."])
+    # the stream's bytes end as the real capture's: a content chunk, then nothing
+    real_sse = (SAMPLES / "sse-during-sigterm.txt").read_text()
+    assert "[DONE]" not in real_sse and real_sse.split("data: ")[-1].count('"finish_reason":null') == 1
+    assert b"".join(got).rstrip().split(b"data: ")[-1].count(b'"finish_reason":null') == 1
+
+
+def test_sigterm_idle_exits_promptly(tmp_path: Path) -> None:
+    proc, _url = start_ready(tmp_path / "engine.log")
+    t0 = time.monotonic()
+    assert stop(proc) == 0 and time.monotonic() - t0 < 10
+    assert "Waiting for connections to close" not in (tmp_path / "engine.log").read_text()
 
 
 def test_sigterm_head_then_workers_exit_0_without_traceback(cluster: Callable[[int], Cluster]) -> None:
@@ -75,14 +151,19 @@ def test_sigterm_head_then_workers_exit_0_without_traceback(cluster: Callable[[i
     wait_until(lambda: healthy(c.url), "rank 0 /health")
     head, workers = c.ranks[0], [c.ranks[1], c.ranks[2]]
     wait_until(lambda: all("Graph capturing finished in" in w.text() for w in workers), "workers")
-    reader, lines = stream_in_background(c.url)
-    wait_until(lambda: len(lines) > 3, "a streamed answer under way")
-    assert stop(head) == 0  # the recipe's order: the head first, with a request in flight
+    sock, got = open_raw_stream(c.url)
+    wait_until(lambda: b"".join(got).count(b"data: ") > 3, "a streamed answer under way")
+    head.proc.send_signal(signal.SIGTERM)  # the recipe's order: the head first, with a request in flight
+    wait_until(lambda: "Waiting for connections to close" in head.text(), "the head waiting for its client")
+    hang_up(sock)                          # its client gives up: the head finishes its shutdown
+    assert head.proc.wait(15) == 0
     log = head.text()
-    assert in_order(log, HEAD_SHUTDOWN), log[-2000:]
+    assert in_order(log, ["INFO:     Application startup complete.", "INFO:     Shutting down",
+                          "INFO:     Waiting for application shutdown.",
+                          "INFO:     Application shutdown complete.",
+                          "INFO:     Finished server process ["]), log[-2000:]
     assert clean(log), log[-3000:]
-    reader.join(10)
-    assert not reader.is_alive() and lines[-1] == "data: [DONE]"  # the stream ended, it did not hang
+    assert b"[DONE]" not in b"".join(got)  # the stream stalled, as real vLLM's did
     assert not (head.root / "run" / "mem.json").exists()
     for w in workers:  # the head went away: the workers log the store failure, as vLLM's do
         wait_until(lambda w=w: "recvValue failed" in w.text(), "the worker's store failure")
@@ -153,3 +234,24 @@ def test_serve_ready_stops_the_same_way(tmp_path: Path) -> None:
     text = (tmp_path / "fault.log").read_text()
     assert in_order(text, ["Waiting for application shutdown.", "Traceback (most recent call last):",
                            "Application shutdown complete."]), text
+
+
+def test_no_sigterm_handler_fault_leaves_pid1_without_one(cluster: Callable[[int], Cluster]) -> None:
+    """Fault no-sigterm-handler: the engine catches no SIGTERM, so the docker stand-in (which, like the
+    kernel for a container's PID 1, drops a signal that is not caught) waits its timeout and SIGKILLs."""
+    from cockpit.sim.tools import _docker
+
+    plain = cluster(1)
+    plain.provision()
+    rk = plain.start(0)
+    wait_until(lambda: healthy(plain.url), "rank 0 /health")
+    assert _docker.catches(rk.proc.pid, signal.SIGTERM)
+    assert stop(rk) == 0
+    faulty = cluster(1)
+    faulty.provision({0: ["no-sigterm-handler"]})
+    rk = faulty.start(0)
+    wait_until(lambda: healthy(faulty.url), "rank 0 /health")
+    assert not _docker.catches(rk.proc.pid, signal.SIGTERM)
+    assert _docker.catches(rk.proc.pid, signal.SIGINT)
+    rk.proc.send_signal(signal.SIGINT)
+    assert rk.proc.wait(15) == 0

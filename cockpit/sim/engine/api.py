@@ -240,6 +240,8 @@ class ChatAPI:
         self.schedule_info = schedule_info
         self.created = int(time.time())
         self.alive = True
+        # answers under way, by request ID: the engine's request and its HTTP request
+        self.open: dict[str, tuple[Request, web.Request]] = {}
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[note_arrival, starlette_errors])
@@ -335,11 +337,13 @@ class ChatAPI:
             self.core.submit(req)
         finally:
             self.core.parsing -= 1
+        self.open[req.rid] = (req, request)
         try:
             if pr.stream:
                 return await self._stream(request, pr, req)
             return await self._complete(pr, req)
         finally:
+            self.open.pop(req.rid, None)
             self.core.abort(req)
 
     def _usage(self, pr: ParsedRequest, req: Request) -> dict[str, Any]:
@@ -387,6 +391,8 @@ class ChatAPI:
                 await resp.write(data)
         except ConnectionResetError:  # the client went away; the caller aborts the request
             return resp
+        if req.gone:                  # a stalled stream whose client went away: nothing more to send
+            return resp
         await resp.write_eof()
         return resp
 
@@ -404,6 +410,8 @@ class ChatAPI:
 
         while True:
             ev = await req.events.get()
+            if ev[0] == "gone":       # its client closed the connection while the stream stalled
+                return
             out: list[dict[str, Any] | str] = []
             if not role_sent:
                 out.append(counted(chunk({"role": "assistant", "content": ""})))
@@ -435,6 +443,8 @@ class ChatAPI:
         finish = "stop"
         while True:
             ev = await req.events.get()
+            if ev[0] == "gone":       # its client closed the connection while the answer stalled
+                return web.Response(status=499)
             if ev[0] == "error":
                 return ApiError(ev[1], 500, "InternalServerError").response()
             if ev[0] == "tokens" and ev[2]:

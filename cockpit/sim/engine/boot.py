@@ -118,7 +118,9 @@ class Boot:
     async def main(self) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        # fault no-sigterm-handler: PID 1 of the container catches no SIGTERM (the kernel drops it; docker
+        # stop waits its whole timeout, then SIGKILL: exit 137)
+        for sig in (signal.SIGINT,) if self.fault("no-sigterm-handler") else (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         life = asyncio.create_task(self.lifecycle())
         stopper = asyncio.create_task(stop.wait())
@@ -140,7 +142,7 @@ class Boot:
         its worker process prints when the parent goes. Fault traceback-on-stop adds a traceback."""
         traceback = self.fault("traceback-on-stop")
         if self.is_head and self.ready:
-            await shut_down_api(self.log, self.teardown, traceback)
+            await shut_down_api(self.log, self.teardown, traceback, self.serving)
             return
         self.info("multiproc_executor.py:702", "Parent process exited, terminating worker")
         if traceback:

@@ -221,7 +221,7 @@ async def _serve_ready(ns: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    await shut_down_api(log, serving.stop, fault("traceback-on-stop"))
+    await shut_down_api(log, serving.stop, fault("traceback-on-stop"), serving)
     return 0
 
 

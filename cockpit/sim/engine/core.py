@@ -105,6 +105,7 @@ class Request:
     started: bool = False
     aborted: bool = False
     done: bool = False
+    gone: bool = False  # its client went away while the server waited for connections to close
 
     @property
     def reasoning_tokens(self) -> int:

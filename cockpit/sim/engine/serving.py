@@ -31,11 +31,20 @@ class EngineConfig:
     max_images: int = 4
 
 
-async def shut_down_api(log: VLog, teardown: Callable[[], Awaitable[None]], traceback: bool = False) -> None:
+async def shut_down_api(log: VLog, teardown: Callable[[], Awaitable[None]], traceback: bool = False,
+                        serving: Serving | None = None) -> None:
     """The API server's graceful stop on SIGTERM as vLLM logs it (launcher, then uvicorn), around
-    `teardown`; `traceback`: uvicorn's lifespan CancelledError in the middle (fault traceback-on-stop)."""
-    log.line("APIServer", "INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.")
-    log.uvicorn("Shutting down")
+    `teardown`; `traceback`: uvicorn's lifespan CancelledError in the middle (fault traceback-on-stop).
+    With answers still open on `serving` it does what vLLM 0.32 does in most tries
+    (docs/vllm.md#real-vllm-032-cpu-build-and-the-pinned-version): the engine core is force-killed before
+    the requests are aborted, the open streams stall (no [DONE], no error) and the server waits for its
+    clients to go ("Waiting for connections to close"): under `docker stop` that ends in SIGKILL after the
+    timeout, exit 137."""
+    if serving is not None and serving.api.open:
+        await serving.stall_until_clients_go()
+    else:
+        log.line("APIServer", "INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.")
+        log.uvicorn("Shutting down")
     log.uvicorn("Waiting for application shutdown.")
     if traceback:
         log.raw(tracebacks.stop_api())
@@ -52,6 +61,33 @@ def activity(busy: float, hung: bool, idle: int | None, rank: int) -> str:
     if hung:
         return "collective"
     return "serving" if busy > 0.005 else "idle"
+
+
+# vLLM 0.32's lines on SIGTERM with requests open (shutdown-run2-sigterm-with-open-stream.log of the
+# real-vLLM samples): the engine core is killed before it aborts the requests
+STALL_LINES = (
+    ("APIServer", "INFO", "launcher.py:254", "[shutdown] API server: shutdown triggered"),
+    ("APIServer", "INFO", "launcher.py:270",
+     "[shutdown] API server: stopping engine client mode=abort timeout=0s"),
+    ("APIServer", "INFO", "core_client.py:770", "[shutdown] MPClient: start timeout=0s"),
+    ("APIServer", "INFO", "core_client.py:772", "[shutdown] MPClient: stopping engine manager"),
+    ("APIServer", "INFO", "utils.py:628", "[shutdown] Process manager: send sigterm to process EngineCore"),
+    ("APIServer", "WARNING", "utils.py:648",
+     "[shutdown] Process manager: force killing remaining processes count=1"),
+    ("APIServer", "WARNING", "utils.py:653",
+     "[shutdown] Process manager: force killing remaining process EngineCore pid {core}"),
+    ("EngineCore_DP0", "INFO", "core.py:1454", "[shutdown] EngineCore: trigger received signal=SIGTERM"),
+    ("APIServer", "WARNING", "system_utils.py:225",
+     "[shutdown] force killing sub process VLLM::Worker pid {worker}"),
+    ("APIServer", "INFO", "core_client.py:774", "[shutdown] MPClient: engine manager stopped"),
+    ("APIServer", "INFO", "core_client.py:775", "[shutdown] MPClient: cleaning up background resources"),
+    ("APIServer", "INFO", "core_client.py:777", "[shutdown] MPClient: complete"),
+    ("APIServer", "INFO", "launcher.py:279", "[shutdown] API server: engine client stopped"),
+    ("APIServer", "INFO", "launcher.py:282", "[shutdown] API server: signalling HTTP server shutdown"),
+    ("APIServer", "INFO", "launcher.py:304", "[shutdown] API server: shutting down FastAPI HTTP server"),
+)
+WAITING_FOR_CONNECTIONS = "Waiting for connections to close. (CTRL+C to force quit)"
+CLIENT_POLL_S = 0.1
 
 
 class Serving:
@@ -104,6 +140,35 @@ class Serving:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         if self.runner is not None:
             await self.runner.cleanup()
+
+    async def stall_until_clients_go(self) -> None:
+        """SIGTERM with answers open, as vLLM 0.32 mostly does it: its shutdown lines, the engine core
+        killed (no more tokens, no abort, no [DONE]), the listening socket closed, then uvicorn waits for
+        every open connection to be closed by its client. The stats logger keeps its last lines (one with
+        the running requests at 0.0 tokens/s, then quiet)."""
+        pids = {"core": self.log.pid + 71, "worker": self.log.pid + 140}   # as VLog numbers them
+        for proc, level, where, msg in STALL_LINES:
+            self.log.line(proc, level, where, msg.format(**pids))
+        core_tasks = [t for t in self.tasks if t.get_name() == "engine-core"]
+        for t in core_tasks:
+            t.cancel()
+        await asyncio.gather(*core_tasks, return_exceptions=True)
+        self.api.alive = False
+        if self.runner is not None:
+            for site in list(self.runner.sites):
+                server = getattr(site, "_server", None)   # stop listening; the open connections stay
+                if server is not None:
+                    server.close()
+        self.log.uvicorn("Shutting down")
+        self.log.uvicorn(WAITING_FOR_CONNECTIONS)
+        while self.api.open:
+            for rid, (req, request) in list(self.api.open.items()):
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    self.api.open.pop(rid, None)
+                    req.gone = True
+                    req.events.put_nowait(("gone",))
+            await asyncio.sleep(CLIENT_POLL_S)
 
     async def _ticker(self) -> None:
         last_busy, last_t = self.core.busy_s, time.monotonic()

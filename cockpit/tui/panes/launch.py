@@ -18,6 +18,7 @@ timeline and the commands compact themselves so that the verdict and the whole p
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -36,13 +37,13 @@ from cockpit.recipe.history import mark_host_change
 from cockpit.recipe.lock import ClusterLock, LockError
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.replace import ReplaceItem, execute_replace
-from cockpit.recipe.stop import StopItem, execute_stop, plan_stop
+from cockpit.recipe.stop import StopPlan, drain, execute_stop, plan_stop
 from cockpit.recipe.stuck import RankStacks, read_stacks, stuck_report
 from cockpit.recipe.timeline import ClusterTimeline, Failure, LaunchEvent, VerdictChanged
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise
 from cockpit.tui.context import CockpitContext
-from cockpit.tui.dialogs import ConfirmCommands, ConfirmResult
+from cockpit.tui.dialogs import ConfirmCommands, ConfirmResult, DrainDialog
 from cockpit.tui.keys import key_for
 from cockpit.tui.messages import DryRunDone, GateChecked, LaunchNotice, StopPlanned
 from cockpit.tui.pane import Pane
@@ -396,33 +397,57 @@ class LaunchPane(Pane):
         self.post_message(StopPlanned(plan))
 
     def on_stop_planned(self, message: StopPlanned) -> None:
-        todo = [i for i in message.plan if i.action == "stop"]
-        lost = [i for i in message.plan if i.action == "unreachable"]
-        skipped = "; ".join(f"rank {i.rank}: {i.reason}" for i in message.plan if i.action != "stop")
-        if not todo:
-            self.note(("cannot stop: " if lost else "nothing to stop: no running container started by this "
-                       "cockpit (a cluster launched by hand is never stopped here)")
-                      + (f" — {skipped}" if skipped else ""), "fail" if lost else "warn")
+        """The plan of `recipe.stop` as it is: its refusal, or its exact commands, what it leaves alone and
+        what it does about rank 0's requests under way (the CLI prints the same)."""
+        plan = message.plan
+        refusal = plan.refusal()
+        if refusal is not None:
+            self.note(refusal, "fail" if plan.lost else "warn")
             return
-        if any(i.rank == 0 for i in lost):
-            self.note(f"rank 0 NOT stopped: {lost[0].reason}; the workers are left running until the head "
-                      "answers (`r37-cockpit stop --force` stops them anyway)", "fail")
-            return
-        commands = [(f"rank {i.rank} ({self.ctx.fleet[i.rank].target})" + (" — head, first" if i.rank == 0
-                                                                           else ""), i.command) for i in todo]
-        screen = ConfirmCommands("Stop these containers, head first? (docker stop only; never removed)",
-                                 commands, note=f"left alone: {skipped}" if skipped else "")
-        self.app.push_screen(screen, lambda r: self._stop_confirmed(r, message.plan))
+        limit = float(self.cfg.engine.drain_timeout_s)
+        note = "\n".join(t for t in (plan.left_alone(), plan.drain_text(limit)) if t)
+        screen = ConfirmCommands(plan.question(), plan.commands(), note=note)
+        self.app.push_screen(screen, lambda r: self._stop_confirmed(r, plan))
 
-    def _stop_confirmed(self, result: ConfirmResult | None, plan: list[StopItem]) -> None:
+    def _stop_confirmed(self, result: ConfirmResult | None, plan: StopPlan) -> None:
         if result is None:
             self.note("stop cancelled", "muted")
             return
         mark_host_change("stop")
-        self._stop_worker(plan)
+        limit = float(self.cfg.engine.drain_timeout_s)
+        if plan.in_flight is not None and plan.in_flight.busy and limit > 0:
+            self._drain_worker(plan, limit)
+        else:
+            self._stop_worker(plan)
 
     @work(exclusive=True, group="launch-stop", exit_on_error=False)
-    async def _stop_worker(self, plan: list[StopItem]) -> None:
+    async def _drain_worker(self, plan: StopPlan, limit: float) -> None:
+        """Wait for rank 0's requests (at most `limit` s) with the countdown dialog up, then stop; the
+        operator cuts the wait short (stop now) or cancels the stop from the dialog."""
+        assert plan.in_flight is not None
+        cut = asyncio.Event()
+        chosen: list[str] = []
+
+        def closed(choice: str | None) -> None:
+            chosen.append(choice or "cancel")
+            cut.set()
+
+        dialog = DrainDialog(limit, plan.in_flight, plan.commands())
+        self.app.push_screen(dialog, closed)
+        result = await drain(self.ctx.fleet, self.cfg, limit, first=plan.in_flight, cut=cut, tick=dialog.show)
+        if chosen and chosen[0] == "cancel":
+            self.note("stop cancelled while waiting for rank 0's requests: nothing was stopped", "muted")
+            return
+        if not chosen:
+            dialog.dismiss(result.outcome)
+        self.note(result.text(), "warn.soft")
+        await self._run_stop(plan, result.text())
+
+    @work(exclusive=True, group="launch-stop", exit_on_error=False)
+    async def _stop_worker(self, plan: StopPlan) -> None:
+        await self._run_stop(plan)
+
+    async def _run_stop(self, plan: StopPlan, before: str = "") -> None:
         try:
             async with ClusterLock(self.ctx.fleet, self.cfg, "stop") as lock:
                 if lock.warning:   # a stale lock taken over: said, as for a launch
@@ -432,8 +457,10 @@ class LaunchPane(Pane):
         except LockError as exc:
             self.note(f"stop {exc}", "fail")
             return
-        text = "; ".join(f"rank {o.rank}: {'stopped' if o.ok else o.message}" for o in outcomes)
-        self.note(f"stop: {text}", "bold" if all(o.ok for o in outcomes) else "fail")
+        text = "; ".join(f"rank {o.rank}: {o.message if not o.ok or '(killed' in o.message else 'stopped'}"
+                         for o in outcomes)
+        self.note((f"{before} — " if before else "") + f"stop: {text}",
+                  "bold" if all(o.ok for o in outcomes) else "fail")
 
     def action_stacks(self) -> None:
         self.note("reading the engine's Python stacks on every rank (py-spy dump) …", "muted")
