@@ -103,7 +103,7 @@ def run(root: str, cid: str, attach: bool) -> int:
     real = realvllm.plan(recipe_argv, spec if isinstance(spec, dict) else {})
     if real is not None:
         argv, record = real
-        env = realvllm.real_env(env)
+        env = realvllm.real_env(env, str(spec.get("vllm_model") or "") if isinstance(spec, dict) else "")
         _docker.write_json(os.path.join(cdir, "real-vllm.json"), record)
     st = _docker.read_state(cid)
     exe = shutil.which(argv[0], path=env.get("PATH")) if argv else None
