@@ -40,6 +40,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("--dir", type=Path, default=None, help=f"cluster directory (default {default_dir()})")
     up.add_argument("--speed", type=float, default=None,
                     help="boot time compression of the simulated engine (default: a boot takes ~20 s)")
+    up.add_argument("--engine", choices=("sim", "vllm"), default="sim",
+                    help="rank 0's engine: the simulated one (default) or the real vLLM (its CPU build, "
+                         "installed by scripts/vllm-venv.sh) on a tiny local model; the workers stay "
+                         "simulated")
     add_hosts(up)
     add_json(up)
     up.set_defaults(func=cmd_up)
@@ -115,7 +119,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     from cockpit.sim import cluster
     directory = _dir(args)
     n = host_count(args)
-    kwargs = {"speed": args.speed} if args.speed else {}
+    kwargs: dict[str, Any] = {"speed": args.speed} if args.speed else {}
+    if args.engine != "sim":
+        kwargs["engine"] = args.engine
     if not args.lab:
         _check_demo_dir(directory)
     try:
@@ -130,9 +136,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     if args.json:
         print_json({"dir": str(directory), "config": str(toml), "kind": "lab" if args.lab else "demo",
-                    "hosts": n})
+                    "hosts": n, "engine": args.engine})
     else:
-        print(f"simulated cluster up ({'lab' if args.lab else 'demo'}, {n} hosts, ranks 0-{n - 1}); "
+        real = "; rank 0 runs the real vLLM (CPU, tiny model)" if args.engine == "vllm" else ""
+        print(f"simulated cluster up ({'lab' if args.lab else 'demo'}, {n} hosts, ranks 0-{n - 1}){real}; "
               f"config: {toml}")
         print(f"  r37-cockpit --config {toml} hosts")
         print(f"  ssh -F {directory / 'ssh_config'} spark-0")

@@ -72,6 +72,10 @@ class FailureRule:
 
     `secondary`: the line reports another rank's death (the head lost a worker, a worker lost the head),
     so the cluster verdict blames a rank with a primary failure first.
+    `exits_clean`: after this failure the process still exits with code 0 (real vLLM 0.32's API server
+    shuts down cleanly when its engine core died), so a clean exit nobody asked for is no stop.
+    `at_warning`: the signature counts on a vLLM WARNING line too (other rules never fire on
+    DEBUG/INFO/WARNING lines: a warning that names an error is not that error).
     """
 
     name: str
@@ -80,6 +84,8 @@ class FailureRule:
     remedy: str
     priority: int
     secondary: bool = False
+    exits_clean: bool = False
+    at_warning: bool = False
 
 
 def _re(text: str, flags: int = 0) -> re.Pattern[str]:
@@ -134,11 +140,22 @@ REMEDY_MEMORY = ("free unified memory first: MemAvailable must be ≥ 100 GiB on
                  "the recipe's GMU=0.81")
 REMEDY_PEER = ("find the worker that failed first (its own rank turns red with the cause); stop every rank, "
                "head first, fix it and relaunch")
+REMEDY_ENGINE_CORE = ("the engine core process died under the API server (a signal, the kernel's OOM killer, "
+                      "a crash in native code): read the lines before it and the host's kernel log "
+                      "(`dmesg`), then stop every rank (head first) and relaunch")
 REMEDY_ROOT = "the real cause is earlier in this rank's log (shown above); fix it, stop all ranks, relaunch"
 
 FAILURE_RULES: tuple[FailureRule, ...] = (
     FailureRule("worker-died", _re(r"Worker proc \S+ (?:\(node_rank=\d+\) )?died unexpectedly"),
                 "a worker rank died (the head stops serving)", REMEDY_PEER, 95, secondary=True),
+    # the head's own engine core process died (SIGKILL, OOM kill, a native crash): 0.32's API server says
+    # "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup", older ones "Engine core proc
+    # EngineCore_DP0 died unexpectedly"; an EngineDeadError follows and the server then EXITS 0. Priority
+    # 95: above the EngineDeadError that follows, not above a worker's death read before it.
+    FailureRule("engine-core-died",
+                _re(r"engine core exited unexpectedly|Engine core proc \S+ died unexpectedly"),
+                "the engine core process died (the API server shuts down)", REMEDY_ENGINE_CORE, 95,
+                exits_clean=True, at_warning=True),
     # the head's engine core reporting that a worker died (its own traceback follows the worker's death)
     FailureRule("engine-dead", _re(r"Worker failed with error|EngineDeadError"),
                 "the engine lost a worker (the head stops serving)", REMEDY_PEER, 94, secondary=True),
@@ -346,8 +363,14 @@ _FAILURE_FILTER = Prefilter([r.pattern for r in FAILURE_RULES],
 def match_failure(line: str) -> FailureRule | None:
     """The most specific failure signature in this line, if any (None for benign lines)."""
     candidates = [FAILURE_RULES[i] for i in _FAILURE_FILTER.candidates(line)]
-    if not candidates or is_benign(line) or _QUIET_LEVEL.match(line):
+    if not candidates or is_benign(line):
         return None
+    quiet = _QUIET_LEVEL.match(line)
+    if quiet is not None:
+        # 0.32 reports its engine core's death at WARNING level; no other signature counts there
+        candidates = [r for r in candidates if r.at_warning and "WARNING" in quiet.group(0)]
+        if not candidates:
+            return None
     best: FailureRule | None = None
     stripped = strip_prefix(line.strip())
     for rule in candidates:

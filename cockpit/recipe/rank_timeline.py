@@ -107,6 +107,7 @@ class RankTimeline:
         default_factory=lambda: deque(maxlen=STATS_KEPT))
     _seq: int = 0
     _best_rule: FailureRule | None = None
+    _stop_inferred: bool = False         # stopped only because it exited 0 (nobody asked it to stop)
     _tb_open: bool = False
     _tb_at: float = 0.0
 
@@ -241,6 +242,10 @@ class RankTimeline:
         self.lines.append((self._seq, text))
         if not self._shutting_down(at):
             events += self._failures(text, at)
+        elif self._stop_inferred and (rule := match_failure(text)) is not None and rule.exits_clean:
+            events += self._log_failure(rule, text, at)   # its exit 0 was no stop: the engine core died
+        if self._stop_inferred and events:
+            events = self._with_exit(events)
         stats = match_stats(text)
         if stats is not None:
             self.stats.append((at, *stats))
@@ -328,15 +333,28 @@ class RankTimeline:
             events.append(RankFailed(self.failure))
         return events
 
+    def _with_exit(self, events: list[LaunchEvent]) -> list[LaunchEvent]:
+        """A failure read from the log of a container already seen exited: with the exit as its reason."""
+        f, c = self.failure, self.container
+        if f is None or f.exit_reason or c is None or not c.exited:
+            return events
+        self.failure = replace(f, exit_reason=c.exit_reason())
+        return [RankFailed(self.failure) if isinstance(e, RankFailed) and e.failure is f else e
+                for e in events]
+
     def _was_stopped(self, state: ContainerState) -> bool:
         """Exited because it was stopped: after the cockpit asked it to stop (not OOM-killed), or with exit
-        code 0 (vLLM exits 0 only when it shuts down on SIGTERM/SIGINT, whoever sent it)."""
+        code 0 (vLLM exits 0 when it shuts down on SIGTERM/SIGINT, whoever sent it) unless its log shows a
+        failure that ends in exit 0 (real vLLM 0.32 also exits 0 after its engine core died)."""
         if state.oom_killed:
             return False
         if self.stop_began is not None:
             return state.finished_at is None or state.finished_at >= self.stop_began - STOP_SKEW
         if state.exit_code == 0:
+            if self.failure is not None and self._best_rule is not None and self._best_rule.exits_clean:
+                return False     # its engine core died first: the API server's exit 0 is no stop
             self.stop_began = (state.finished_at or time.time()) - CLEAN_EXIT_WINDOW
+            self._stop_inferred = True
             return True
         return False
 

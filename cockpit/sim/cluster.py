@@ -353,9 +353,30 @@ def _wait_for(path: Path, timeout: float, proc: subprocess.Popen[bytes] | None, 
     raise SimError(f"the demo cluster did not come up within {timeout:g} s (see {log})")
 
 
-def demo_up(cluster_dir: Path, *, n: int = DEFAULT_HOSTS, speed: float = DEMO_SPEED) -> Path:
-    """Start a demo cluster of `n` hosts (no root) in a background process; returns DIR/cluster.toml."""
+NO_REAL_ENGINE = ("sim", "", "")
+
+
+def real_engine() -> tuple[str, str, str]:
+    """The HostSpec fields of `--engine vllm`: the vLLM environment and the tiny model (built on first
+    use). SimError naming scripts/vllm-venv.sh when the environment is not installed."""
+    from cockpit.sim import realvllm
+    try:
+        py = realvllm.find_python()
+    except realvllm.NotInstalled as exc:
+        raise SimError(str(exc)) from None
+    try:
+        model = realvllm.tiny_model(py)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SimError(f"the tiny model for the real vLLM could not be built with {py}: {exc}") from None
+    return ("vllm", str(py), str(model))   # HostSpec's engine, vllm_python, vllm_model
+
+
+def demo_up(cluster_dir: Path, *, n: int = DEFAULT_HOSTS, speed: float = DEMO_SPEED,
+            engine: str = "sim") -> Path:
+    """Start a demo cluster of `n` hosts (no root) in a background process; returns DIR/cluster.toml.
+    engine "vllm": rank 0's `vllm serve` is the real vLLM (realvllm.py); the workers stay simulated."""
     check_host_count(n)
+    real = real_engine() if engine == "vllm" else NO_REAL_ENGINE
     cluster_dir = cluster_dir.resolve()
     if (m := Manifest.load(cluster_dir)) and any(alive(pid) for pid in m.pids):
         raise SimError(f"a simulated cluster is already running from {cluster_dir}; "
@@ -366,7 +387,8 @@ def demo_up(cluster_dir: Path, *, n: int = DEFAULT_HOSTS, speed: float = DEMO_SP
                              peers=ips, api_bind=ips[r], speed=speed, python=sys.executable,
                              hub_dir=str(cluster_dir / "hub"),
                              srv_dir=str(layout.demo_srv_dir(host_root(cluster_dir, r))),
-                             disk_bytes=DEMO_DISK_BYTES)
+                             disk_bytes=DEMO_DISK_BYTES,
+                             engine=real[0], vllm_python=real[1], vllm_model=real[2])
              for r in range(n)]
     generate_keys(cluster_dir, n, manifest)
     hub = prepare_hosts(cluster_dir, specs, demo=True, manifest=manifest)

@@ -5,6 +5,10 @@
 - the command is `Entrypoint + Cmd` from the container's config.json; a command starting with `vllm`
   (the R37 image has no entrypoint) runs as `<python> -m cockpit.sim.engine vllm ...`; any other
   command runs from the host PATH (so `--entrypoint nvidia-smi` finds the stand-in);
+- on a host whose sim.json says `engine: "vllm"` (`sim up --engine vllm`), the head's `vllm serve`
+  runs the REAL vLLM instead (realvllm.py: argv mapped for the CPU build and the tiny model, API on
+  loopback, `real-vllm.json` in the container dir records the mapping), with a rendezvous head for the
+  simulated workers in the engine's process group;
 - env: the host env + the container's `-e` values + `R37_SIM_ROOT` + `R37_SIM_CONTAINER_DIR`;
 - every stdout/stderr line goes to docker's json-file log with an RFC3339Nano time (and, with
   `--attach`, to the shim's own stdout/stderr: the foreground `docker run`);
@@ -32,7 +36,7 @@ import sys
 import threading
 from pathlib import Path
 
-from cockpit.sim import layout
+from cockpit.sim import layout, realvllm
 from cockpit.sim.tools import _docker, _host, _meminfo
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
@@ -95,6 +99,12 @@ def run(root: str, cid: str, attach: bool) -> int:
     python = (spec.get("python") if isinstance(spec, dict) else "") or sys.executable
     argv = command(cfg, python)
     env = child_env(root, cfg, cdir)
+    recipe_argv = list(cfg["Config"].get("Entrypoint") or []) + list(cfg["Config"].get("Cmd") or [])
+    real = realvllm.plan(recipe_argv, spec if isinstance(spec, dict) else {})
+    if real is not None:
+        argv, record = real
+        env = realvllm.real_env(env, str(spec.get("vllm_model") or "") if isinstance(spec, dict) else "")
+        _docker.write_json(os.path.join(cdir, "real-vllm.json"), record)
     st = _docker.read_state(cid)
     exe = shutil.which(argv[0], path=env.get("PATH")) if argv else None
     if exe is None:
@@ -141,6 +151,13 @@ def run(root: str, cid: str, attach: bool) -> int:
     ]
     for t in pumps:
         t.start()
+    if real is not None and real[1].get("head"):
+        # the simulated workers' rendezvous head, in the engine's process group: it goes when the engine
+        # goes (the killpg below), as the head's TCPStore does; its own output is no line of vLLM's
+        with open(os.path.join(cdir, "rendezvous-head.log"), "ab") as out:
+            subprocess.Popen(realvllm.head_command(real[1]["head"], python),  # type: ignore[arg-type]
+                             env={**child_env(root, cfg, cdir)}, stdin=subprocess.DEVNULL, stdout=out,
+                             stderr=out, process_group=child.pid)
     rc = child.wait()
     # Like a container's PID namespace going away: whatever the command left behind dies with it.
     with contextlib.suppress(ProcessLookupError, PermissionError):

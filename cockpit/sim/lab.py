@@ -40,6 +40,7 @@ from pathlib import Path
 from cockpit.sim import layout
 from cockpit.sim.cluster import (
     DEMO_SPEED,
+    NO_REAL_ENGINE,
     HostPlan,
     Manifest,
     SimError,
@@ -48,6 +49,7 @@ from cockpit.sim.cluster import (
     host_root,
     own_dir,
     prepare_hosts,
+    real_engine,
     start_manifest,
     write_client_files,
 )
@@ -327,12 +329,14 @@ def _running(manifest: Manifest | None) -> bool:
 
 # --- up / down ----------------------------------------------------------------------------------------
 
-def lab_specs(cluster_dir: Path, n: int, plan: AddressPlan, speed: float) -> list[layout.HostSpec]:
+def lab_specs(cluster_dir: Path, n: int, plan: AddressPlan, speed: float,
+              real: tuple[str, str, str] = NO_REAL_ENGINE) -> list[layout.HostSpec]:
     peers = [plan.fabric_ip(r) for r in range(n)]
     return [layout.HostSpec(rank=r, nranks=n, hostname=f"spark-{r}", mode="lab", fabric_ip=peers[r],
                             peers=peers, fabric_prefix=plan.fabric.prefixlen, api_bind="0.0.0.0",
                             speed=speed, python=sys.executable, hub_dir=str(cluster_dir / "hub"),
-                            srv_dir=SRV_MOUNT, disk_bytes=0)
+                            srv_dir=SRV_MOUNT, disk_bytes=0,
+                            engine=real[0], vllm_python=real[1], vllm_model=real[2])
             for r in range(n)]
 
 
@@ -407,11 +411,13 @@ def _watcher_env() -> dict[str, str]:
 
 
 def lab_up(cluster_dir: Path, *, n: int = DEFAULT_HOSTS, speed: float = DEMO_SPEED,
-           srv_bytes: int = DEFAULT_SRV_BYTES) -> Path:
-    """Start a lab cluster of `n` hosts (root, Linux); returns DIR/cluster.toml."""
+           srv_bytes: int = DEFAULT_SRV_BYTES, engine: str = "sim") -> Path:
+    """Start a lab cluster of `n` hosts (root, Linux); returns DIR/cluster.toml. engine "vllm": rank 0's
+    `vllm serve` is the real vLLM on 127.0.0.1 of its namespace (realvllm.py)."""
     check_host_count(n)
     cluster_dir = cluster_dir.resolve()
     _check_machine()
+    real = real_engine() if engine == "vllm" else NO_REAL_ENGINE
     if _running(Manifest.load(cluster_dir)):
         raise SimError(f"a simulated cluster is already running from {cluster_dir}; "
                        f"`r37-cockpit sim down --dir {cluster_dir}` stops it")
@@ -419,7 +425,7 @@ def lab_up(cluster_dir: Path, *, n: int = DEFAULT_HOSTS, speed: float = DEMO_SPE
     names = LabNames(secrets.token_hex(3), n)
     with _lock():  # the management /24 is taken once its bridge has its address
         plan = pick_addresses(used_networks())
-        specs = lab_specs(cluster_dir, n, plan, speed)
+        specs = lab_specs(cluster_dir, n, plan, speed, real)
         manifest = build_network(cluster_dir, specs, srv_bytes=srv_bytes, names_plan=(names, plan),
                                  prev=prev)
     try:

@@ -79,6 +79,9 @@ class HostSpec:
     hub_dir: str = ""                      # the simulated Hugging Face hub shared by all hosts
     srv_dir: str = "/srv"                  # demo: <root>/srv; lab: /srv (a per-host tmpfs)
     disk_bytes: int = 0                    # demo: the size df reports for srv_dir (0 = real df)
+    engine: str = "sim"                    # "vllm": the head's `vllm serve` is the real vLLM (realvllm.py)
+    vllm_python: str = ""                  # engine "vllm": the vLLM environment's python
+    vllm_model: str = ""                   # engine "vllm": the tiny model's folder
 
 
 def root_from_env() -> Path:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import resource
-import shutil
 import signal
 import socket
 import subprocess
@@ -55,17 +53,10 @@ def file_lock(path: Path) -> Iterator[None]:
 
 
 def tiny_model(py: Path) -> Path:
-    """The tiny model's folder, built on first use (cached by the builder's hash)."""
-    digest = hashlib.sha256((HERE / "tinymodel.py").read_bytes()).hexdigest()[:12]
-    out = cache_dir() / f"tiny-model-{digest}"
-    with file_lock(cache_dir() / "tiny-model.lock"):
-        if not (out / "config.json").is_file():
-            tmp = out.with_name(out.name + ".part")
-            shutil.rmtree(tmp, ignore_errors=True)
-            subprocess.run([str(py), str(HERE / "tinymodel.py"), str(tmp)], check=True,
-                           stdout=subprocess.DEVNULL, timeout=600)
-            tmp.rename(out)
-    return out
+    """The tiny model's folder, built on first use (cached by the builder's hash): the same builder and
+    cache `sim up --engine vllm` uses (cockpit/sim/realvllm.py)."""
+    from cockpit.sim.realvllm import tiny_model as build
+    return build(py)
 
 
 def free_port() -> int:

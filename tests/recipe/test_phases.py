@@ -40,6 +40,9 @@ FAILURES = {
     "worker-died": "(EngineCore_DP0 pid=72) ERROR 05-01 10:02:32 [multiproc_executor.py:154] Worker proc "
                    "VllmWorker-2 (node_rank=2) died unexpectedly (NCCL error: unhandled system error), "
                    "shutting down executor.",
+    "engine-core-died": "(APIServer pid=11049) WARNING 12-04 03:42:43 [core_client.py:817] [shutdown] "
+                        "MPClient: "
+                        "engine core exited unexpectedly; starting cleanup",
     "engine-dead": "RuntimeError: Worker failed with error 'Worker proc died unexpectedly', please check the "
                    "stack trace above for the root cause",
     "cuda-error": "RuntimeError: CUDA error: an illegal memory access was encountered",
