@@ -116,6 +116,8 @@ class Blocker:
     rank: int | None
     reason: str
     remedy: str
+    overridable: bool = False
+    """The preflight blocker: the operator's override skips it, and nothing else."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "reason": self.reason, "remedy": self.remedy}
@@ -199,7 +201,7 @@ async def launch_gate(fleet: Fleet, cfg: ClusterConfig, *, preflight_failures: l
                                       + (" …" if len(preflight_failures) > 3 else ""),
                                 "fix them (pane 2 / `r37-cockpit preflight`; an unknown check needs its "
                                 "host to answer), or override preflight to launch anyway "
-                                "(`--override-preflight`)"))
+                                "(`--override-preflight`)", overridable=True))
     return Gate(blockers, replace, list(preflight_failures))
 
 
@@ -214,6 +216,17 @@ class Gate:
     @property
     def open(self) -> bool:
         return not self.blockers
+
+    @property
+    def hard(self) -> list[Blocker]:
+        """The blockers no override skips (everything but preflight's)."""
+        return [b for b in self.blockers if not b.overridable]
+
+    def same_replace(self, confirmed: list[ReplaceItem]) -> bool:
+        """Whether this gate would clear exactly the containers the operator confirmed."""
+        def ids(items: list[ReplaceItem]) -> list[tuple[int, str]]:
+            return [(i.rank, i.container_id) for i in items]
+        return ids(self.replace) == ids(confirmed)
 
 
 async def inspect_container(fleet: Fleet, rank: int, ref: str) -> ContainerState | None:

@@ -335,7 +335,7 @@ class LaunchPane(Pane):
         gate = message.gate
         self.gate = gate
         self.refresh_view()
-        hard = [b for b in gate.blockers if b.rank is not None or not gate.preflight_failures]
+        hard = gate.hard
         if hard:
             self.note(f"launch refused: {hard[0].reason} — {self._fix(hard[0].remedy)}", "fail")
             return
@@ -372,6 +372,21 @@ class LaunchPane(Pane):
             async with ClusterLock(self.ctx.fleet, self.cfg, "launch") as lock:
                 if lock.warning:
                     self.notify(lock.warning, severity="warning")
+                # the gate again, under the lock, as the CLI computes it: between the confirmation and the
+                # lock another cockpit (or someone by hand) may have launched or left a container
+                gate = await L.launch_gate(self.ctx.fleet, self.cfg,
+                                           preflight_failures=await self._preflight_failures(rerun=False),
+                                           override_preflight=overridden, replace_stopped=bool(replace),
+                                           ledger=ledger)
+                if not gate.open or not gate.same_replace(replace):
+                    self.gate = gate
+                    self.refresh_view()
+                    first = gate.blockers[0] if gate.blockers else None
+                    why = (f"{first.reason} — {self._fix(first.remedy)}" if first is not None
+                           else "other stopped containers would be removed than the ones confirmed")
+                    self.note(f"launch refused: the cluster changed since the confirmation: {why}; nothing "
+                              "was started (look again: d)", "fail")
+                    return
                 if replace:
                     self.note("archiving logs and removing the stopped containers …", "warn.soft")
                     outcomes = await execute_replace(self.ctx.fleet, self.cfg, replace, ledger)
