@@ -11,6 +11,8 @@ few seconds old is past every stuck limit):
   stop          → the cockpit's own stop: STOPPED; never DOWN, never a rank failed or followed, never READY
                   once every rank stopped
   relaunch      → archive, remove, launch again: READY; never DOWN
+  hang          → an answer streaming, then `hang` on rank 0's engine: HUNG within hang_after_s, `status`
+                  HUNG; never DOWN, never a rank failed; READY again once the engine moves
   crash         → relaunch with `crash-after-ready` on rank r (r cycles 3, 2, 1, 0): DOWN naming rank r;
                   no verdict ever names another rank; `status --json` names r
 
@@ -126,6 +128,38 @@ def bad_states(samples: list[Any], forbidden: set[str], conds: set[str]) -> list
     return out
 
 
+async def hang(toml: Path, root: Path, cfg: Any, watcher: ClusterWatcher, sampler: Sampler, t: Tally) -> None:
+    """An answer streaming when rank 0's engine hangs: HUNG within `hang_after_s` (and `status` says so),
+    never DOWN, no rank failed; READY again once the engine moves and the answer's client is gone."""
+    chat = subprocess.Popen([sys.executable, "-m", "cockpit", "--config", str(toml), "chat", "--timeout",
+                             "120", "--max-tokens", "4000", "--no-thinking", "write a long story"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 60:
+            sample = watcher._last_sample
+            if sample is not None and sample.running > 0 and sample.generation_tokens_total > 0:
+                break
+            await asyncio.sleep(0.2)
+        else:
+            t.wrong_final.append("no answer was decoding before the hang (nothing measured)")
+            return
+        m = sampler.mark()
+        set_fault(sim.host_root(root, 0), "hang", True)
+        final = await wait_for(watcher, {"hung"}, cfg.engine.hang_after_s + 20)
+        r = cli(toml, "status", "--json")
+        v = json.loads(r.stdout)["verdict"] if r.stdout.startswith("{") else {"state": "?"}
+        if final != "hung" or v["state"] != "hung":
+            t.wrong_final.append(f"hang: watcher {final}, status {v['state']} (exit {r.returncode})")
+        t.transient += bad_states(sampler.since(m), {"down", "incomplete", "stopped"}, {"failed", "followed"})
+    finally:
+        chat.kill()
+        chat.wait(timeout=30)
+        set_fault(sim.host_root(root, 0), "hang", False)
+    if await wait_for(watcher, {"ready"}, 90) != "ready":
+        t.wrong_final.append(f"after the hang ended: {watcher.timeline.verdict.summary}")
+
+
 async def cycle(toml: Path, root: Path, n: int, tallies: dict[str, Tally]) -> None:
     cfg = load_config(toml)
     async with Fleet(cfg) as fleet:
@@ -203,6 +237,10 @@ async def cycle(toml: Path, root: Path, n: int, tallies: dict[str, Tally]) -> No
                 sampler.since(m), {"down", "incomplete", "hung"}, {"failed", "followed"}
             )
 
+            t = tallies["hang"]
+            t.runs += 1
+            await hang(toml, root, cfg, watcher, sampler, t)
+
             t = tallies["crash after ready"]
             t.runs += 1
             cli(toml, "stop", "--yes", "--json")
@@ -232,7 +270,8 @@ async def cycle(toml: Path, root: Path, n: int, tallies: dict[str, Tally]) -> No
 
 async def run(cycles: int, hogs: int) -> dict[str, Any]:
     tallies = {
-        k: Tally() for k in ("launch", "long-lived", "docker blip", "stop", "relaunch", "crash after ready")
+        k: Tally()
+        for k in ("launch", "long-lived", "docker blip", "stop", "relaunch", "hang", "crash after ready")
     }
     work = Path(tempfile.mkdtemp(prefix="r37-truth-"))
     procs = [
