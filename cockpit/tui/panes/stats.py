@@ -150,7 +150,7 @@ class StatsPane(Pane):
             return
         recording = getattr(self.app, "recording", None)
         flush = recording.recorder.flush if recording is not None else None
-        until = time.time()
+        until = time.time() if self.ctx.replay is None else self.ctx.now()
         history, note = await asyncio.to_thread(recorded_window, path_for(self.ctx.config), rank,
                                                 until - seconds, until, label, flush)
         if WINDOWS[self.window][1] == seconds and self.selected == rank:
@@ -187,7 +187,7 @@ class StatsPane(Pane):
     def redraw(self) -> None:
         if not self.is_mounted:
             return
-        now = time.time()
+        now = time.time() if self.ctx.replay is None else self.ctx.now()
         sig = self._signature(now)
         if sig == self._drawn:
             return
