@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import EXIT_OK, EXIT_USAGE, CliError, load, usage_error
+
+if TYPE_CHECKING:
+    from cockpit.config import ClusterConfig
+    from cockpit.recipe.replay import Replay, ReplayClock
 
 DESCRIPTION = ("Open the cockpit read-only on the cluster's recording (the flight recorder: verdicts, stats, "
                "alerts and events), at a replay time that runs, pauses (space) and moves (left/right 10 s, "
@@ -24,7 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_replay, tui=True)
 
 
-def open_replay(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def open_replay(args: argparse.Namespace) -> tuple[Path, ClusterConfig, Replay, ReplayClock]:
     """The config, the recording (a `Replay`) and its clock for these arguments, or a CliError."""
     from cockpit.recipe.recording import parse_when, path_for
     from cockpit.recipe.replay import Replay, ReplayClock, stamp
