@@ -165,3 +165,23 @@ async def test_unrecorded_panes_say_so_and_launch_lists_the_verdicts(fixed_confi
         await pilot.pause()
         shown = str(app.pane("launch").query_one("#recorded-events").render())
         assert "cluster ready" in shown and "cluster down" not in shown
+
+
+async def test_the_command_line_at_opens_the_replay_there(fixed_config: ClusterConfig) -> None:
+    """`replay --cluster NAME --at T --paused` (its arguments as the command line parses them): the header
+    shows T, the verdict and the alert recorded by then."""
+    from cockpit.cli import _choose_config, build_parser
+    from cockpit.cli.replay_cmd import open_replay
+
+    record_scene(fixed_config, path_for(fixed_config))
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "cluster.toml"
+    args = build_parser(["replay"]).parse_args(["--config", str(fixture), "replay", "--cluster", "r37-test",
+                                                "--at", stamp(T0 + ALERT_AT + 5), "--paused", "--speed", "5"])
+    _choose_config(args)
+    config_path, config, replay, clock = open_replay(args)
+    app = ReplayApp(config, config_path, replay, clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        line = header(app)
+        assert f"REPLAY {stamp(T0 + ALERT_AT + 5)} ×5 ⏸" in line
+        assert "READY" in line and "⚠ 1 alert" in line and no_connection(app)
