@@ -137,7 +137,14 @@ async def test_keys_pause_speed_go_to_and_events_up_to_then(fixed_config: Cluste
         assert app.clock.at < T0 + 10
         await pilot.press("g")
         await pilot.pause()
-        app.screen.query_one("#prompt-path").value = stamp(T0 + DOWN_AT)  # type: ignore[attr-defined]
+        field = app.screen.query_one("#prompt-path")
+        field.value = ""                              # type: ignore[attr-defined]
+        # typed: space, minus and ← are the field's in the dialog, not the replay clock's
+        keys = {" ": "space", "-": "minus", ":": "colon"}
+        await pilot.press(*[keys.get(c, c) for c in stamp(T0 + DOWN_AT)])
+        assert field.value == stamp(T0 + DOWN_AT) and app.clock.paused and app.clock.speed == 2.0  # type: ignore[attr-defined]
+        await pilot.press("left")
+        assert app.clock.at < T0 + 10
         await pilot.press("enter")
         await pilot.pause()
         assert app.clock.at == T0 + DOWN_AT and "cluster DOWN" in header(app)
