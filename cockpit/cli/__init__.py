@@ -110,7 +110,7 @@ def _choose_config(args: argparse.Namespace) -> None:
 
 
 # Commands that never reach a host: no command log session (and no SSH stack imported for one).
-LOCAL_COMMANDS = frozenset({"config", "sim", "history", "events", "serve"})
+LOCAL_COMMANDS = frozenset({"config", "sim", "history", "events", "replay", "serve"})
 
 
 def _command_log(args: argparse.Namespace, argv: list[str]) -> AbstractContextManager[object]:

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report_cmd", "write a redacted support bundle (tar.gz) for a bug report"),
     "history": ("history_cmd", "the commands past cockpit sessions ran on the hosts"),
     "events": ("events_cmd", "what happened to the cluster, in order, from its recording"),
+    "replay": ("replay_cmd", "open the cockpit read-only on the cluster's recording, with a replay clock"),
     "sim": ("sim_cmd", "start, stop and break the simulated GB10 cluster"),
     "serve": ("serve_cmd", "serve the cockpit in a web browser (on 127.0.0.1 by default)"),
     "ssh": ("ssh_cmd", "open a shell on a host (or in its container) with the cockpit's SSH settings"),

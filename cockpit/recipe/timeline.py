@@ -96,6 +96,10 @@ class ClusterTimeline:
     def verdict(self) -> ClusterVerdict:
         return self._verdict
 
+    def restore_verdict(self, verdict: ClusterVerdict) -> None:
+        """Show a recorded verdict (`recipe.replay`): a replay's model is the recording's, not judged."""
+        self._verdict = verdict
+
     def reset_rank(self, rank: int) -> RankTimeline:
         """A new container on that rank (a relaunch): its timeline starts again (the head's: the API's and
         the engine's too)."""

@@ -363,7 +363,8 @@ class CockpitApp(App[None]):
             return                          # between two clusters' panes (a switch recomposes), closing
         header.first().show(self.cluster_title(), self.fleet.statuses,
                                            self.ctx.watcher.timeline, self.ctx.watcher.looked(),
-                                           self.ctx.monitor.stats.alerts, read_only=self.ctx.read_only)
+                                           self.ctx.monitor.stats.alerts, read_only=self.ctx.read_only,
+                                           replay=self.ctx.replay)
 
     # ---- quitting -------------------------------------------------------------------------------------
 

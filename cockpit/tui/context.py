@@ -13,6 +13,7 @@ from cockpit.hosts import Fleet
 from cockpit.recipe.checks import CheckResult, Verdict
 from cockpit.recipe.monitor import StatsMonitor
 from cockpit.recipe.readonly import action_change
+from cockpit.recipe.replay import ReplayClock
 from cockpit.recipe.watch import ClusterWatcher
 
 PREFLIGHT_FRESH_S = 300.0     # a launch re-runs preflight when its last result is older than this
@@ -51,11 +52,16 @@ class CockpitContext:
     monitor: StatsMonitor = field(init=False)    # the Stats model (`monitor.stats`), fed by the watcher too
     preflight: PreflightSummary | None = None
     setup_finished_at: float | None = None   # the last setup job's end: a preflight before it is stale
+    replay: ReplayClock | None = None   # `r37-cockpit replay`: the panes' "now" is the replay clock's
 
     def __post_init__(self) -> None:
         self.read_only = self.read_only or self.config.ui.read_only
         self.watcher = ClusterWatcher(self.fleet, self.config, api_url=self.api_url)
         self.monitor = StatsMonitor(self.fleet, self.config, self.watcher)
+
+    def now(self) -> float:
+        """The time the panes render at: the wall clock, or the replay clock in a replay."""
+        return self.replay.now() if self.replay is not None else time.time()
 
     def allows(self, pane: str, action: str) -> bool:
         """Whether `pane`'s `action` may run now: not when read-only and it changes a host (the one list,

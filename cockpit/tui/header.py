@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from cockpit.hosts.state import HostState, HostStatus
+from cockpit.recipe.replay import ReplayClock
 from cockpit.recipe.timeline import ClusterTimeline
 from cockpit.telemetry.cluster_stats import Alert
 
@@ -35,6 +36,7 @@ class HeaderModel:
     looked: bool
     alerts: tuple[Alert, ...] = ()
     read_only: bool = False
+    replay: ReplayClock | None = None
 
 
 def alerts_part(alerts: tuple[Alert, ...], compact: bool = False) -> Text:
@@ -48,7 +50,9 @@ def alerts_part(alerts: tuple[Alert, ...], compact: bool = False) -> Text:
 
 def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
                 looked: bool = True, *, compact: bool = False, alerts: tuple[Alert, ...] = (),
-                read_only: bool = False) -> Text:
+                read_only: bool = False, replay: ReplayClock | None = None) -> Text:
+    """The header's line. `replay`: the replay clock; its label ("REPLAY <time> ×speed ⏸") is shown
+    reversed in place of the read-only badge and of the host connections (a replay connects to none)."""
     up = sum(s.state is HostState.CONNECTED for s in statuses)
     total = len(statuses)
     bad = [s for s in statuses if s.down]
@@ -59,15 +63,21 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
         text.append("r37-cockpit", style="bold")
         text.append(sep + "cluster ")
     text.append(cluster, style="bold")
-    if read_only:
+    if replay is not None:
+        text.append(" ")
+        badge = Text(f" {replay.label(compact)} ", style="accent")
+        badge.stylize("reverse")
+        text.append_text(badge)
+    elif read_only:
         text.append(" ")
         text.append_text(read_only_badge(compact))
-    text.append(sep if compact else sep + "hosts ")
-    text.append(f"{up}/{total} up" if compact else f"{up}/{total} connected", style=style)
-    if bad:
-        ranks = " ".join(str(s.rank) for s in bad)
-        word = "rank" if len(bad) == 1 else "ranks"
-        text.append(f" · {word} {ranks} down" if compact else f"  {word} {ranks} down", style="fail.soft")
+    if replay is None:
+        text.append(sep if compact else sep + "hosts ")
+        text.append(f"{up}/{total} up" if compact else f"{up}/{total} connected", style=style)
+        if bad:
+            ranks = " ".join(str(s.rank) for s in bad)
+            word = "rank" if len(bad) == 1 else "ranks"
+            text.append(f" · {word} {ranks} down" if compact else f"  {word} {ranks} down", style="fail.soft")
     if model is None:
         return _with_alerts(text, alerts, sep, compact)
     v = model.verdict
@@ -112,10 +122,12 @@ class ClusterHeader(Widget):
         self._line = Text("r37-cockpit", style="bold")
 
     def show(self, cluster: str, statuses: list[HostStatus], model: ClusterTimeline | None = None,
-             looked: bool = True, alerts: tuple[Alert, ...] = (), read_only: bool = False) -> None:
+             looked: bool = True, alerts: tuple[Alert, ...] = (), read_only: bool = False,
+             replay: ReplayClock | None = None) -> None:
         """Render the model now; the screen is redrawn only when the line changed (the app calls this
         every second and on every model change: most calls change nothing, perf/watch_cost.py)."""
-        self._shown = HeaderModel(cluster, tuple(statuses), model, looked, tuple(alerts), read_only)
+        self._shown = HeaderModel(cluster, tuple(statuses), model, looked, tuple(alerts), read_only,
+                                  replay)
         self._update()
 
     def _update(self) -> None:
@@ -123,7 +135,7 @@ class ClusterHeader(Widget):
         if m is None:
             return
         line = health_line(m.cluster, list(m.statuses), m.model, m.looked, compact=self.size.width < NARROW,
-                           alerts=m.alerts, read_only=m.read_only)
+                           alerts=m.alerts, read_only=m.read_only, replay=m.replay)
         if line != self._line:
             self._line = line
             self.refresh()

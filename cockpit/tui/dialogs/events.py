@@ -52,14 +52,15 @@ class EventsScreen(ModalScreen[None]):
     """
 
     def __init__(self, path: Path, cluster: str, ranks: list[int],
-                 flush: Callable[[], object] | None = None) -> None:
+                 flush: Callable[[], object] | None = None, until: float | None = None) -> None:
         """`path`: the cluster's recording; `flush`: commits what the running recorder holds (called in a
-        thread before every read)."""
+        thread before every read); `until`: only the events up to then (a replay's time)."""
         super().__init__()
         self.path = path
         self.cluster = cluster
         self.ranks = ranks
         self.flush = flush
+        self.until = until
         self.rank: int | None = None
         self.events: list[Event] = []
         self.problem = ""
@@ -88,7 +89,7 @@ class EventsScreen(ModalScreen[None]):
     def _read(self) -> list[Event]:
         if self.flush is not None:
             self.flush()
-        return read_events(self.path, rank=self.rank, limit=MAX_SHOWN, newest=True)
+        return read_events(self.path, rank=self.rank, until=self.until, limit=MAX_SHOWN, newest=True)
 
     def render_rows(self) -> None:
         title = Text.assemble(("Events", "bold"), f" — cluster {safe(self.cluster, 60)}",

@@ -1,7 +1,8 @@
 """Stats pane: every rank's GPU, memory and RDMA side by side, rank 0's engine figures, the active
 alerts, and one rank in detail (Enter; Escape back). In the detail, `w` moves the history between the
-live points and a recorded window of the last 15 min, 1 h or 24 h (the flight recorder's, one point per
-1/60 of the window, each the mean of its samples).
+live points and a recorded window of the last 15 min, 1 h or 24 h, or a chosen range (from / until asked
+in a dialog, the times `events --since` takes) — the flight recorder's, one point per 1/60 of the window,
+each the mean of its samples. In a replay, "now" is the replay clock's (`ctx.now()`).
 
 It renders `ctx.monitor.stats` (the one stats model) and judges nothing itself: the alerts are the
 model's. It redraws when the model's version changed or an age it shows would read differently, checked
@@ -24,11 +25,13 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from cockpit.recipe.recording import path_for
+from cockpit.recipe.recording import parse_when, path_for
 from cockpit.recipe.stuck import stuck_report
+from cockpit.safetext import safe
 from cockpit.telemetry.cluster_stats import RANK_SERIES, History, stale_after
 from cockpit.telemetry.recorder import RecordingUnreadable, read_series
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.dialogs.range import RangePrompt
 from cockpit.tui.pane import Pane
 from cockpit.tui.widgets.stats_view import (
     DETAIL_SPARK,
@@ -46,7 +49,8 @@ from cockpit.tui.widgets.stuck_view import StuckView
 HINT_LABELS = {"select(-1)": "prev rank", "select(1)": "next rank", "detail": "detail", "back": "back",
                "window": "history window"}
 WINDOWS: tuple[tuple[str, float | None], ...] = (("live", None), ("15 min", 900.0), ("1 h", 3600.0),
-                                                 ("24 h", 86_400.0))
+                                                 ("24 h", 86_400.0), ("chosen range", None))
+RANGE = len(WINDOWS) - 1          # the WINDOWS index of the chosen range (from / until asked in a dialog)
 
 
 class StatsPane(Pane):
@@ -92,6 +96,7 @@ class StatsPane(Pane):
         self.window = 0                                 # WINDOWS index: 0 the live history
         self.recorded: History | None = None            # the recorded window read for the selected rank
         self.recorded_note = ""
+        self.range: tuple[float, float] | None = None   # the chosen range (since, until), when it is shown
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick)
@@ -135,25 +140,67 @@ class StatsPane(Pane):
         self.redraw()
 
     def action_window(self) -> None:
-        """The detail's history: live, then the recorded last 15 min, 1 h, 24 h, then live again."""
-        self.window = (self.window + 1) % len(WINDOWS)
+        """The detail's history: live, then the recorded last 15 min, 1 h, 24 h, a chosen range (asked in
+        a dialog: from / until), then live again."""
+        window = (self.window + 1) % len(WINDOWS)
+        if window == RANGE:
+            self.app.push_screen(RangePrompt(), self._range_chosen)
+            return
+        self.show_window(window)
+
+    def _range_chosen(self, given: tuple[str, str] | None) -> None:
+        """The dialog's from / until (None: cancelled, back to live)."""
+        if given is None:
+            self.show_window(0)
+            return
+        now = time.time() if self.ctx.replay is None else self.ctx.now()
+        try:
+            since = parse_when(given[0], now)
+            until = parse_when(given[1], now) if given[1].strip() else now
+        except ValueError as exc:
+            self.app.notify(safe(str(exc), 300), title="history range", severity="warning")
+            self.show_window(0)
+            return
+        if until <= since:
+            self.app.notify("the range's end must come after its start", title="history range",
+                            severity="warning")
+            self.show_window(0)
+            return
+        self.range = (since, until)
+        self.show_window(RANGE)
+
+    def show_window(self, window: int) -> None:
+        self.window = window
+        if window != RANGE:
+            self.range = None
         self.recorded, self.recorded_note = None, "reading the recording …" if self.window else ""
         if self.window:
             self._read_window()
         self.refresh_view()
 
+    def window_span(self) -> tuple[float, float, str] | None:
+        """(since, until, label) of the recorded window shown; None: the live history."""
+        label, seconds = WINDOWS[self.window]
+        if self.window == RANGE and self.range is not None:
+            since, until = self.range
+            return since, until, f"{_clock(since)} … {_clock(until)}"
+        if seconds is None:
+            return None
+        until = time.time() if self.ctx.replay is None else self.ctx.now()
+        return until - seconds, until, f"last {label}"
+
     @work(exclusive=True, group="stats-window", exit_on_error=False)
     async def _read_window(self) -> None:
-        label, seconds = WINDOWS[self.window]
+        chosen = self.window_span()
         rank = self.selected
-        if seconds is None or rank is None:
+        if chosen is None or rank is None:
             return
+        since, until, label = chosen
         recording = getattr(self.app, "recording", None)
         flush = recording.recorder.flush if recording is not None else None
-        until = time.time()
         history, note = await asyncio.to_thread(recorded_window, path_for(self.ctx.config), rank,
-                                                until - seconds, until, label, flush)
-        if WINDOWS[self.window][1] == seconds and self.selected == rank:
+                                                since, until, label, flush)
+        if self.window_span() is not None and self.selected == rank and self.recorded is None:
             self.recorded, self.recorded_note = history, note
             self.refresh_view()
 
@@ -187,7 +234,7 @@ class StatsPane(Pane):
     def redraw(self) -> None:
         if not self.is_mounted:
             return
-        now = time.time()
+        now = time.time() if self.ctx.replay is None else self.ctx.now()
         sig = self._signature(now)
         if sig == self._drawn:
             return
@@ -222,8 +269,13 @@ class StatsPane(Pane):
         parts = [self.key_hints((a,), labels=HINT_LABELS) for a in actions]
         where = Text(f"rank {self.selected} detail" if detail else "cluster view", style="bold")
         if detail and self.window:
-            where.append(f" · history {WINDOWS[self.window][0]} (w)")
+            chosen = self.window_span() if self.window == RANGE else None
+            where.append(f" · history {chosen[2] if chosen else WINDOWS[self.window][0]} (w)")
         self.query_one("#stats-status", StatusLine).show([([where, *[p for p in parts if p.plain]], " · ")])
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
 
 
 def recorded_window(path: Path, rank: int, since: float, until: float, label: str,
@@ -251,7 +303,7 @@ def recorded_window(path: Path, rank: int, since: float, until: float, label: st
     for i in range(DETAIL_SPARK):
         history.add(since + i * step, slots.get(i, dict.fromkeys(RANK_SERIES)))
     if not why and not samples:
-        why = f"nothing recorded in the last {label}"
-    note = (f"recorded, last {label}: {why}" if why else
-            f"recorded, last {label}: {samples} samples, one point per {step:g} s (their mean), newest right")
+        why = f"nothing recorded in the {label}" if label.startswith("last ") else "nothing recorded then"
+    note = (f"recorded, {label}: {why}" if why else
+            f"recorded, {label}: {samples} samples, one point per {step:g} s (their mean), newest right")
     return history, note

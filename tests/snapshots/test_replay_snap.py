@@ -1,0 +1,28 @@
+"""Snapshots of a replay (`r37-cockpit replay`): the header with the replay clock, the recorded verdict
+and alert, and the Stats pane as the recording stood then (rank 2's SM clock latched at 820 MHz), at
+160x48 and 80x24. The recording is made by the real recorder (tests/replayscene.py)."""
+
+from __future__ import annotations
+
+import pytest
+from replayscene import ALERT_AT, T0, record_scene
+
+from cockpit.recipe.recording import path_for
+from cockpit.recipe.replay import Replay, ReplayClock
+from cockpit.tui.replay_app import ReplayApp
+
+
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)])
+def test_replay_header_and_stats(snap_compare, fixed_config, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    path = record_scene(fixed_config, path_for(fixed_config))
+    replay = Replay(path, list(fixed_config.ranks), 1.0, fixed_config.cluster.name)
+    app = ReplayApp(fixed_config, None, replay, ReplayClock(replay.start, replay.end, T0 + ALERT_AT + 5,
+                                                            speed=2.0, paused=True))
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        app.action_show_pane("stats")
+        await pilot.pause()
+        app.replay_tick(force=True)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=before)
