@@ -61,8 +61,10 @@ async def test_metrics_idle_then_serving_then_idle(real_vllm: VllmServer) -> Non
         assert first.complete, first.found
         assert tracker.feed(first).state == "idle"
         stats.feed(await read_snapshot(client))
-        streams = [asyncio.create_task(stream_turn(client, ask(f"story {i}", thinking=False, max_tokens=300)))
-                   for i in range(4)]
+        # long enough that a /metrics read lands while they run on a loaded machine (300 tokens were done
+        # between two reads once)
+        streams = [asyncio.create_task(stream_turn(client, ask(f"story {i}", thinking=False,
+                                                               max_tokens=1200))) for i in range(4)]
         busy_states = []
         busy_readings = []
         while not all(t.done() for t in streams):

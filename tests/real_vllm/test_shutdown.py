@@ -34,12 +34,16 @@ async def test_sigterm_with_streams_open(real_vllm: VllmServer) -> None:
         requests = [ChatRequest(messages=[{"role": "user", "content": f"a long story {i}"}], model=SERVED,
                                 thinking=False, max_tokens=2000, temperature=1.0,
                                 extra={"ignore_eos": True}) for i in range(2)]
-        streams = [asyncio.create_task(stream_turn(client, r)) for r in requests]
         n_before = len(real_vllm.log_lines())
-        # tokens are flowing when the server's log shows the requests in (and a little later)
-        assert await asyncio.to_thread(real_vllm.wait_log, '"POST /v1/chat/completions HTTP/1.1" 200', 120)
+        chars_before = len(real_vllm.log_text())
+        streams = [asyncio.create_task(stream_turn(client, r)) for r in requests]
+        # tokens are flowing when the server's log shows these requests in (and a little later): only the
+        # lines written since (the earlier tests' requests are in the log too)
+        assert await asyncio.to_thread(real_vllm.wait_log, '"POST /v1/chat/completions HTTP/1.1" 200', 120,
+                                       chars_before)
         await asyncio.sleep(2.0)
-        assert not any(t.done() for t in streams), "the answers ended before the stop"
+        ended = [t.result() if not t.exception() else repr(t.exception()) for t in streams if t.done()]
+        assert not ended, f"the answers ended before the stop: {ended}"
         stop_line = len(real_vllm.log_lines())
         t_term = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -49,8 +53,13 @@ async def test_sigterm_with_streams_open(real_vllm: VllmServer) -> None:
         assert turn.finish_reason != "length"
         if turn.error_kind == "idle_timeout":
             assert waited >= IDLE_S * 0.9          # a stall is given up at the idle deadline, not before
+        elif turn.error_kind == "server_error" and turn.error_message == MESSAGE_ABORTED:
+            assert "shutting down" in turn.error_remedy
         elif turn.error_kind == "server_error":
-            assert turn.error_message == MESSAGE_ABORTED and "shutting down" in turn.error_remedy
+            # the race of issue 24: EngineCore force-killed before the requests were aborted; vLLM then ends
+            # the stream with its engine-dead error (seen under load here), a cut answer all the same
+            assert turn.error_message.startswith("EngineCore encountered an issue"), turn
+            assert turn.error_remedy
         else:   # the server closed the connection mid-answer
             assert turn.error_kind == "protocol_error", turn
     code = await asyncio.to_thread(proc.wait, 120)
