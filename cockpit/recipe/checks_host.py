@@ -320,7 +320,9 @@ RUNTIME = Check("nvidia-runtime", 1, "NVIDIA container runtime", lambda cfg, r: 
                 _runtime)
 
 
-def _image_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+def image_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+    """The commands that read rank's runtime image: docker info, the loaded image's ID, the archive's IDs.
+    Shared by the `image` check, the storage checks and the setup `runtime` job."""
     archive = posixpath.join(cfg.recipe_dir(rank), cfg.runtime.archive)
     return {"docker.info": DOCKER_INFO,
             "docker.image": [*TIMEOUT, *dk.image_id_argv(cfg.runtime.image_tag)],
@@ -371,7 +373,7 @@ def _same_image(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int, O
     return differs(outcomes, "image", "image ID", "load the same verified archive on every rank")
 
 
-IMAGE = Check("image", 3, "runtime image ID, same everywhere", _image_cmds, _image, compare=_same_image)
+IMAGE = Check("image", 3, "runtime image ID, same everywhere", image_cmds, _image, compare=_same_image)
 
 
 def _container_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:

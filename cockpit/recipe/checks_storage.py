@@ -11,7 +11,7 @@ from cockpit.config import ClusterConfig
 from cockpit.hosts.shell import Cmd, safetensors_headers
 from cockpit.recipe import parsers as P
 from cockpit.recipe.checks import Check, Outcome, Probe, Verdict, human_bytes, majority, ranks_text
-from cockpit.recipe.checks_host import _image_cmds, image_loaded
+from cockpit.recipe.checks_host import image_cmds, image_loaded
 
 REVISION_FILE = ".r37-revision"  # by the checkpoint setup job: one line {"repo": …, "revision": …}
 # `hf download --local-dir` records the commit of every file it fetched: first line of this file.
@@ -320,7 +320,7 @@ def _df_operands(cfg: ClusterConfig, rank: int) -> list[str]:
 
 def _disk_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
     return {"df": ["df", "-P", "-B1", *_df_operands(cfg, rank)],
-            **_ckpt_cmds(cfg, rank), **_engram_cmds(cfg, rank), **_image_cmds(cfg, rank)}
+            **_ckpt_cmds(cfg, rank), **_engram_cmds(cfg, rank), **image_cmds(cfg, rank)}
 
 
 def cache_headroom(cfg: ClusterConfig) -> int:

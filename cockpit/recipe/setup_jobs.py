@@ -21,7 +21,7 @@ from cockpit.hosts.shell import Cmd, ShellCommand, as_command, command, sections
 from cockpit.recipe import containers as dk
 from cockpit.recipe import parsers as P
 from cockpit.recipe.checks import Probe, Verdict, majority, ranks_text
-from cockpit.recipe.checks_host import _image_cmds, image_identity
+from cockpit.recipe.checks_host import image_cmds, image_identity
 from cockpit.recipe.checks_storage import (
     ENGRAM,
     RECIPE,
@@ -391,7 +391,7 @@ def _nothing(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
 SPECS: dict[str, JobSpec] = {
     "recipe": JobSpec("recipe", _nothing, _plan_recipe),
     "checkpoint": JobSpec("checkpoint", _ckpt_inspect, _plan_checkpoint, same_shards),
-    "runtime": JobSpec("runtime", _image_cmds, _plan_runtime),
+    "runtime": JobSpec("runtime", image_cmds, _plan_runtime),
     "engram": JobSpec("engram", _engram_cmds, _plan_engram),
     "env": JobSpec("env", _env_inspect, _plan_env),
 }
