@@ -5,7 +5,8 @@ last requests), cancel cleanly (the requests in flight are closed; the records a
 cancelled). The run is set up by :mod:`cockpit.bench.session`, the CLI's own way: it refuses unless the
 live model says every rank is up (not looked at through ``--api-url``) and ``/metrics`` shows the API idle,
 and the refusal's reason and remedy are shown here with nothing started. Records go to
-``<state dir>/bench/results/<UTC time>/`` (:func:`cockpit.locations.state_dir`), never in the checkout. When the run ends the summary shows: the
+``<state dir>/bench/results/<UTC time>/`` (:func:`cockpit.locations.state_dir`), never in the
+checkout. When the run ends the summary shows: the
 decode, prefill, needle, checks and idle-probe figures and the card comparison, or, on the plots key,
 text bar charts of decode against concurrency and prefill against context. The bench changes no host, so
 it runs in read-only mode too.
@@ -35,8 +36,8 @@ from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone, Run
 from cockpit.bench.store import RESULTS_DIR, default_dir
 from cockpit.bench.suite import SUITES, SuiteName
 from cockpit.bench.summary import BenchSummary
-from cockpit.recipe.recording import note_bench
 from cockpit.locations import state_dir
+from cockpit.recipe.recording import note_bench
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import safe
 from cockpit.tui.context import CockpitContext
