@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from cockpit import constants as C
 from cockpit.config import ClusterConfig
 from cockpit.hosts.shell import Cmd, safetensors_headers
-from cockpit.recipe import parsers as P
+from cockpit.recipe import parsers
 from cockpit.recipe.checks import Check, Outcome, Probe, Verdict, human_bytes, majority, ranks_text
 from cockpit.recipe.checks_host import image_cmds, image_loaded
 
@@ -62,11 +62,11 @@ def _ckpt_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
 
 @dataclass
 class CheckpointState:
-    index: P.SafetensorsIndex | None
+    index: parsers.SafetensorsIndex | None
     files: dict[str, int]
     missing: list[str]
     empty: list[str]
-    revision: P.Revision | None
+    revision: parsers.Revision | None
 
     @property
     def complete(self) -> bool:
@@ -83,10 +83,10 @@ def _is_weights(name: str) -> bool:
 
 
 def checkpoint_state(p: Probe) -> CheckpointState:
-    index = P.parse_safetensors_index(p.output("ckpt.index")) if p.status("ckpt.index") == 0 else None
-    files = P.parse_find_sizes(p.output("ckpt.files"))
+    index = parsers.parse_safetensors_index(p.output("ckpt.index")) if p.status("ckpt.index") == 0 else None
+    files = parsers.parse_find_sizes(p.output("ckpt.files"))
     shards = index.shards if index else []
-    rev = revision_of(p.cfg.model_path(p.rank), P.parse_head_verbose(p.output("ckpt.revision")))
+    rev = revision_of(p.cfg.model_path(p.rank), parsers.parse_head_verbose(p.output("ckpt.revision")))
     return CheckpointState(index, files, [s for s in shards if s not in files],
                            [s for s in shards if files.get(s) == 0], rev)
 
@@ -96,13 +96,13 @@ def _is_commit(revision: str) -> bool:
     return len(revision) == 40 and all(c in "0123456789abcdef" for c in revision.lower())
 
 
-def revision_of(model: str, first_lines: dict[str, str | None]) -> P.Revision | None:
+def revision_of(model: str, first_lines: dict[str, str | None]) -> parsers.Revision | None:
     """The setup job's marker if present, else the commit hf recorded when it downloaded the index."""
     marker = first_lines.get(_join(model, REVISION_FILE))
     if marker:
-        return P.parse_revision_file(marker)
+        return parsers.parse_revision_file(marker)
     meta = first_lines.get(_join(model, HF_METADATA))
-    return P.Revision(None, meta.strip()) if meta and meta.strip() else None
+    return parsers.Revision(None, meta.strip()) if meta and meta.strip() else None
 
 
 def _short(names: list[str], n: int = 3) -> str:
@@ -116,7 +116,7 @@ def _ckpt_check_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
                                                 budget=HEADER_BUDGET)}
 
 
-def judge_shard(h: P.ShardHeader | None) -> tuple[Verdict, str]:
+def judge_shard(h: parsers.ShardHeader | None) -> tuple[Verdict, str]:
     """One shard against its own header: its size must be 8 + N + the end of its tensors' data."""
     if h is None:
         return Verdict.UNKNOWN, "header not read"
@@ -145,7 +145,7 @@ def verify_shards(p: Probe, shards: list[str]) -> tuple[list[str], list[str]]:
     if sec is None or sec.status != 0:
         why = "not run" if sec is None else f"exit {sec.status}" if sec.status is not None else "cut off"
         return [], [f"shard headers not read ({why}: {_first(sec.output) if sec else 'no output'})"]
-    headers = P.parse_safetensors_headers(sec.output)
+    headers = parsers.parse_safetensors_headers(sec.output)
     bad, unread = [], []
     for name in shards:
         verdict, why = judge_shard(headers.get(name))
@@ -257,10 +257,10 @@ def engram_ready(p: Probe) -> bool:
     if p.status("engram.coverage") != 0:
         return False
     try:
-        P.loads(p.output("engram.coverage"))
+        parsers.loads(p.output("engram.coverage"))
     except ValueError:
         return False
-    files = P.parse_find_sizes(p.output("engram.files"))
+    files = parsers.parse_find_sizes(p.output("engram.files"))
     return any(_is_weights(name) for name in files)
 
 
@@ -268,7 +268,7 @@ def _engram(p: Probe) -> Outcome:
     if p.rank == 0:
         return Outcome(Verdict.PASS, "not needed on rank 0 (it reads the full checkpoint)")
     eng = p.cfg.engram_path(p.rank)
-    files = P.parse_find_sizes(p.output("engram.files"))
+    files = parsers.parse_find_sizes(p.output("engram.files"))
     rows = sorted(n for n in files if _is_weights(n))   # other files (notes, odd names) are not rows
     if engram_ready(p):
         return Outcome(Verdict.PASS, f"{C.ENGRAM_COVERAGE_FILE} + {len(rows)} overlay files in {eng}")
@@ -346,14 +346,14 @@ def disk_needs(p: Probe) -> dict[str, int]:
 class _Filesystem:
     """One filesystem the disk check found: its df row, the paths on it and what they still need."""
 
-    row: P.DfRow
+    row: parsers.DfRow
     roles: list[str] = field(default_factory=list)
     need: int = 0
 
 
 def _disk(p: Probe) -> Outcome:
     operands = _df_operands(p.cfg, p.rank)
-    rows = P.df_by_path(p.output("df"), operands)
+    rows = parsers.df_by_path(p.output("df"), operands)
     if not rows:
         return Outcome(Verdict.UNKNOWN, _first(p.output("df")), "run `df -P -B1` on the host")
     needs = disk_needs(p)

@@ -24,7 +24,7 @@ from cockpit.api.liveness import EngineSample, HangTracker, parse_sample, read_m
 from cockpit.api.status import ApiStatus
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, every
-from cockpit.recipe import containers as dk
+from cockpit.recipe import containers
 from cockpit.recipe.containers import ContainerState, InspectFrame, read_inspect_frame
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.lock import LockError, read_lock
@@ -220,7 +220,7 @@ class ClusterWatcher:
     async def _watch_rank(self, rank: int) -> None:
         host = self.fleet[rank]
         name = self.cfg.cluster.container_name
-        cmd = every(self.interval, dk.inspect_argv(name), marker=FRAME_MARK, status=True)
+        cmd = every(self.interval, containers.inspect_argv(name), marker=FRAME_MARK, status=True)
         while True:
             try:
                 if not host.status.connected:

@@ -30,7 +30,7 @@ from textual.widgets import Static
 
 from cockpit.api.endpoint import ApiEndpoint
 from cockpit.api.stream import StreamDeadlines
-from cockpit.bench import session as S
+from cockpit.bench import session
 from cockpit.bench.gate import Refusal, cluster_refusal
 from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone, Runner
 from cockpit.bench.store import RESULTS_DIR, default_dir
@@ -226,8 +226,8 @@ class BenchPane(Pane):
             self.workers.cancel_group(self, "bench-run")
             self._changed()
 
-    def options(self) -> S.Options:
-        return S.Options(suite=self.suite, out=default_dir(self.results_base))
+    def options(self) -> session.Options:
+        return session.Options(suite=self.suite, out=default_dir(self.results_base))
 
     # ---- the model of the run (the worker and snapshot tests feed it) --------------------------------
 
@@ -274,21 +274,21 @@ class BenchPane(Pane):
                                                                   engine.idle_timeout_s))
 
     @work(exclusive=True, group="bench-run", name="benchmark", exit_on_error=False)
-    async def run_bench(self, options: S.Options) -> None:
+    async def run_bench(self, options: session.Options) -> None:
         engine = self.ctx.config.engine
         async with self._endpoint() as endpoint:
             try:
-                inputs = S.load_inputs(options)
+                inputs = session.load_inputs(options)
                 if not self.ctx.api_url:
                     refusal = await cluster_refusal(self.ctx.fleet, self.ctx.config)
                     if refusal is not None:
                         self.refuse(refusal)
                         return
-                ready = await S.prepare(endpoint, options, inputs, emit=self.feed,
+                ready = await session.prepare(endpoint, options, inputs, emit=self.feed,
                                         engine_deadlines={"first_token_s": engine.first_token_timeout_s,
                                                           "idle_s": engine.idle_timeout_s},
                                         stats=None if self.ctx.api_url else self.ctx.monitor.stats)
-            except S.SetupError as exc:
+            except session.SetupError as exc:
                 self.refuse(Refusal(exc.message, exc.remedy, "bench-setup"))
                 return
             except asyncio.CancelledError:
