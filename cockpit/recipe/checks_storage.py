@@ -6,7 +6,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from cockpit import constants as C
+from cockpit import constants
 from cockpit.config import ClusterConfig
 from cockpit.hosts.shell import Cmd, safetensors_headers
 from cockpit.recipe import parsers
@@ -15,7 +15,7 @@ from cockpit.recipe.checks_host import image_cmds, image_loaded
 
 REVISION_FILE = ".r37-revision"  # by the checkpoint setup job: one line {"repo": …, "revision": …}
 # `hf download --local-dir` records the commit of every file it fetched: first line of this file.
-HF_METADATA = ".cache/huggingface/download/" + C.CHECKPOINT_INDEX + ".metadata"
+HF_METADATA = ".cache/huggingface/download/" + constants.CHECKPOINT_INDEX + ".metadata"
 RECIPE_FILES = ("launch/node.sh", "tools/prepare-engram.py")
 # size first, NUL after the name: a name with a newline, a tab or undecodable bytes cannot pose as another
 LIST = ["-maxdepth", "1", "-type", "f", "-printf", "%s\\t%f\\0\\n"]
@@ -54,7 +54,7 @@ RECIPE = Check("recipe", 2, "recipe downloaded", _recipe_cmds, _recipe)
 
 def _ckpt_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
     model = cfg.model_path(rank)
-    return {"ckpt.index": ["cat", "--", _join(model, C.CHECKPOINT_INDEX)],
+    return {"ckpt.index": ["cat", "--", _join(model, constants.CHECKPOINT_INDEX)],
             "ckpt.files": ["find", model, *LIST],
             "ckpt.revision": ["head", "-v", "-n", "1", "--", _join(model, REVISION_FILE),
                               _join(model, HF_METADATA)]}
@@ -161,7 +161,7 @@ def _checkpoint(p: Probe) -> Outcome:
     st = checkpoint_state(p)
     setup = f"`r37-cockpit setup checkpoint --rank {p.rank}` downloads {cfg.model.repo} into {model}"
     if st.index is None:
-        why = "no checkpoint" if not st.files else f"no readable {C.CHECKPOINT_INDEX}"
+        why = "no checkpoint" if not st.files else f"no readable {constants.CHECKPOINT_INDEX}"
         return Outcome(Verdict.FAIL, f"{model}: {why}", setup)
     rev = st.revision.revision if st.revision and st.revision.revision else "unknown"
     repo = st.revision.repo if st.revision else None
@@ -196,8 +196,8 @@ def _checkpoint(p: Probe) -> Outcome:
         return Outcome(Verdict.FAIL, f"{value}, config pins {pinned[:12]}",
                        f"download the pinned revision: `r37-cockpit setup checkpoint --rank {p.rank}`",
                        facts=facts)
-    if len(st.index.shards) != C.CHECKPOINT_SHARDS:
-        return Outcome(Verdict.WARN, f"{value} (the Engram helper expects {C.CHECKPOINT_SHARDS})",
+    if len(st.index.shards) != constants.CHECKPOINT_SHARDS:
+        return Outcome(Verdict.WARN, f"{value} (the Engram helper expects {constants.CHECKPOINT_SHARDS})",
                        "the R37 Engram helper is specific to the 48-shard layout: use the card's checkpoint",
                        facts=facts)
     return Outcome(Verdict.PASS, value, detail="every shard's size matches its safetensors header",
@@ -248,7 +248,7 @@ def _engram_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
         return {}
     eng = cfg.engram_path(rank)
     return {"engram.files": ["find", eng, *LIST],
-            "engram.coverage": ["cat", "--", _join(eng, C.ENGRAM_COVERAGE_FILE)]}
+            "engram.coverage": ["cat", "--", _join(eng, constants.ENGRAM_COVERAGE_FILE)]}
 
 
 def engram_ready(p: Probe) -> bool:
@@ -271,16 +271,17 @@ def _engram(p: Probe) -> Outcome:
     files = parsers.parse_find_sizes(p.output("engram.files"))
     rows = sorted(n for n in files if _is_weights(n))   # other files (notes, odd names) are not rows
     if engram_ready(p):
-        return Outcome(Verdict.PASS, f"{C.ENGRAM_COVERAGE_FILE} + {len(rows)} overlay files in {eng}")
+        return Outcome(Verdict.PASS, f"{constants.ENGRAM_COVERAGE_FILE} + {len(rows)} overlay files in {eng}")
     setup = (f"`r37-cockpit setup engram --rank {p.rank}` runs tools/prepare-engram.py {p.rank} "
              f"{p.cfg.model_path(p.rank)} {eng}")
     if not files:
         return Outcome(Verdict.FAIL, f"no Engram rows in {eng}", setup)
-    if C.ENGRAM_COVERAGE_FILE not in files:
-        return Outcome(Verdict.FAIL, f"{eng}: {len(rows)} files but no {C.ENGRAM_COVERAGE_FILE} (partial?)",
+    if constants.ENGRAM_COVERAGE_FILE not in files:
+        return Outcome(Verdict.FAIL,
+                       f"{eng}: {len(rows)} files but no {constants.ENGRAM_COVERAGE_FILE} (partial?)",
                        "preparation did not finish: inspect the error and prepare into a fresh destination "
                        "(the helper refuses to overwrite shards; do not reuse partial overlays)")
-    return Outcome(Verdict.FAIL, f"{eng}: {C.ENGRAM_COVERAGE_FILE} unreadable or no overlays", setup)
+    return Outcome(Verdict.FAIL, f"{eng}: {constants.ENGRAM_COVERAGE_FILE} unreadable or no overlays", setup)
 
 
 ENGRAM = Check("engram", 5, "Engram rows on workers", _engram_cmds, _engram)

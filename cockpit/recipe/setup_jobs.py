@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cockpit import constants as C
+from cockpit import constants
 from cockpit.config import ClusterConfig
 from cockpit.envfile import env_for_rank
 from cockpit.hosts.shell import Cmd, ShellCommand, as_command, command, sections, write_stdin_atomic
@@ -95,7 +95,7 @@ def _probe(cfg: ClusterConfig, rank: int, secs: dict[str, parsers.Section]) -> P
 
 
 def recipe_download(cfg: ClusterConfig, rank: int) -> ShellCommand:
-    return command(["hf", "download", cfg.runtime.recipe_repo, "--include", *C.RECIPE_INCLUDE,
+    return command(["hf", "download", cfg.runtime.recipe_repo, "--include", *constants.RECIPE_INCLUDE,
                     "--local-dir", cfg.recipe_dir(rank)])
 
 
@@ -137,7 +137,7 @@ def _ckpt_judge(cfg: ClusterConfig, rank: int, revision: str | None) -> Judge:
         st = checkpoint_state(_probe(cfg, rank, secs))
         model = cfg.model_path(rank)
         if st.index is None:
-            return Checked(f"{model}: no readable {C.CHECKPOINT_INDEX}")
+            return Checked(f"{model}: no readable {constants.CHECKPOINT_INDEX}")
         if st.missing:
             return Checked(f"{len(st.missing)} of {len(st.index.shards)} shards missing: "
                            + ", ".join(st.missing[:3]) + (" …" if len(st.missing) > 3 else ""))
@@ -309,7 +309,7 @@ def _plan_engram(ctx: PlanContext, probe: Probe) -> RankPlan:
             return RankPlan("engram", rank, refused=f"{eng} holds rows prepared for rank {owner}, not rank "
                                                     f"{rank}: use a fresh destination (rows are never "
                                                     "overwritten)")
-        return RankPlan("engram", rank, done=f"complete rows in {eng}: {C.ENGRAM_COVERAGE_FILE} + "
+        return RankPlan("engram", rank, done=f"complete rows in {eng}: {constants.ENGRAM_COVERAGE_FILE} + "
                                              f"{len(files) - 1} overlay files")
     if files:
         shown = ", ".join(sorted(files)[:4]) + (" …" if len(files) > 4 else "")

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from cockpit import constants as C
+from cockpit import constants
 from cockpit.api import readiness
 from cockpit.api.client import ApiClient
 from cockpit.api.liveness import read_sample
@@ -98,7 +98,7 @@ class InFlight:
 async def read_in_flight(fleet: Fleet, cfg: ClusterConfig, *, timeout: float = 5.0) -> InFlight:
     """One /metrics read of rank 0 through the tunnel; never raises (an unreadable API is said)."""
     try:
-        ready = await readiness.check(fleet, cfg.cluster.api_port, C.SERVED_MODEL, timeout=timeout)
+        ready = await readiness.check(fleet, cfg.cluster.api_port, constants.SERVED_MODEL, timeout=timeout)
         if not ready.ready or not ready.url:
             return InFlight(error=f"rank 0's API does not answer ({neutralise(ready.message)})")
         async with ApiClient(ready.url, connect_timeout=timeout, read_timeout=timeout) as client:
