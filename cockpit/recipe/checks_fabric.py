@@ -223,9 +223,17 @@ def _compare_reach(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int
             changed[rank] = Outcome(Verdict.FAIL, f"reaches no peer ({', '.join(sorted(set(own.values())))})",
                                     remedy)
         else:
-            by = f"reached by rank {ranks_text(reached_by)}" if reached_by else "no peer could probe it"
+            # The same words for every rank reached by all its peers, so that grouped rows never show one
+            # rank's address and peers for the others ("10.0.0.1 reached by rank 1-3 (rank 0; others alike)").
+            if reached_by and len(reached_by) == len(from_peers):
+                text = ("reached by every peer" if len(from_peers) == len(cfg.hosts) - 1
+                        else "reached by every peer that could probe it")
+            elif reached_by:
+                text = f"{ips[rank]} reached by rank {ranks_text(reached_by)}"
+            else:
+                text = f"{ips[rank]} no peer could probe it"
             changed[rank] = Outcome(Verdict.PASS if reached_by or not own else Verdict.UNKNOWN,
-                                    f"{ips[rank]} {by}", "" if reached_by else remedy)
+                                    text, "" if reached_by else remedy)
     return changed
 
 
