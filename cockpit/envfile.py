@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from cockpit import constants as C
+from cockpit import constants
 from cockpit.config import ClusterConfig, ConfigError, config_from_data
 from cockpit.safetext import clip, neutralise
 
@@ -452,7 +452,7 @@ def _env_key(key: str) -> tuple[str, str]:
 
 def guess_repo(model_path: str) -> str:
     """cluster.env names no repository: the card's dealignai directory says dealignai, else standard."""
-    return C.DEALIGNAI_REPO if "dealignai" in model_path.lower() else C.STANDARD_REPO
+    return constants.DEALIGNAI_REPO if "dealignai" in model_path.lower() else constants.STANDARD_REPO
 
 
 def config_from_env(values: dict[str, EnvValue], path: Path | str | None = None) -> ClusterConfig:

@@ -74,8 +74,9 @@ class ApiEndpoint:
         """Where requests go, for a status line."""
         if self.api_url:
             return f"{redact(self.api_url)} (--api-url)"
-        url = self._client.base_url if self._client else "127.0.0.1:<local port>"
-        return f"{url} → rank 0's 127.0.0.1:{self.api_port} over SSH"
+        if self._client is None:
+            return f"SSH tunnel to rank 0's 127.0.0.1:{self.api_port} not open yet"
+        return f"{self._client.base_url} → rank 0's 127.0.0.1:{self.api_port} over SSH"
 
     def _tunnel_down(self, detail: str, remedy: str | None = None) -> ApiStatus:
         return ApiStatus("tunnel_down", f"SSH tunnel to rank 0 is down: {detail}", remedy or REMEDY_TUNNEL,

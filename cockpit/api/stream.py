@@ -168,6 +168,38 @@ class StreamStats:
         return (self.completion_tokens - 1) / span
 
 
+def stats_parts(stats: StreamStats | None, finish: str | None = None, *, completion_tokens: int | None = None,
+                streaming: bool = False, waited: int | None = None, estimates: bool = True) -> list[str]:
+    """One answer's figures as words, for the CLI `chat` and the Chat pane alike:
+    `TTFT 0.31 s · 50.5 tok/s · 128 tokens · finish stop`. Unknown values are left out; ``streaming``
+    says what is still awaited (``waited``: whole seconds without a first token); ``estimates``: without
+    usage, tok/s and tokens estimated from the chunks, marked `~`. ``completion_tokens`` overrides the
+    stats' own (the CLI passes the final usage)."""
+    parts: list[str] = []
+    if stats is not None and stats.ttft_s is not None:
+        parts.append(f"TTFT {stats.ttft_s:.2f} s")
+    elif streaming:
+        parts.append("waiting for the first token" + (f" · {waited} s" if waited is not None else ""))
+    tps = stats.decode_tps if stats is not None else None
+    if tps is not None:
+        parts.append(f"{tps:.1f} tok/s")
+    elif estimates and stats is not None and stats.estimated_decode_tps is not None:
+        parts.append(f"~{stats.estimated_decode_tps:.1f} tok/s")
+    elif streaming:
+        parts.append("tok/s when usage arrives")
+    tokens = completion_tokens if completion_tokens is not None else (
+        stats.completion_tokens if stats is not None else None)
+    if tokens is not None:
+        parts.append(f"{tokens} tokens")
+    elif estimates and stats is not None and stats.tokens_estimated:
+        parts.append(f"~{stats.estimated_tokens} tokens (estimated: the server sent no usage)")
+    if finish:
+        parts.append(f"finish {finish}")
+    elif streaming:
+        parts.append("streaming…")
+    return parts
+
+
 def aggregate_tps(stats: Iterable[StreamStats]) -> float | None:
     """Aggregate throughput of streams run together: sum of completion tokens / batch wall time."""
     items = list(stats)

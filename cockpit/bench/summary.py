@@ -355,8 +355,15 @@ def _ratio(this: float | None, ref: float | None) -> float | None:
 
 def card_rows(figs: dict[str, float]) -> list[CardRow]:
     """This run next to the card's reference figures."""
-    return [CardRow(name, label, ref, figs.get(name), _ratio(figs.get(name), ref))
+    return [CardRow(name, label, ref, _like(figs.get(name), ref), _ratio(figs.get(name), ref))
             for name, label, ref in CARD]
+
+
+def _like(value: float | None, ref: float) -> float | None:
+    """A count (checks passed) stays a count: 3, as the card gives it, not 3.00."""
+    if isinstance(ref, int) and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def compare_rows(figs: dict[str, float], earlier: Mapping[str, Any]) -> list[CompareRow]:

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from cockpit.api.client import ApiClient
 from cockpit.api.endpoint import ApiEndpoint
 from cockpit.api.status import ApiStatus
-from cockpit.bench import session as S
+from cockpit.bench import session
 from cockpit.bench.gate import Refusal
 from cockpit.bench.report import render_html
 from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone
@@ -211,7 +211,7 @@ async def _endpoint(args: argparse.Namespace) -> Any:
             yield endpoint, None, engine, None
         return
     _, config = load(args)
-    async with S.cluster_endpoint(config, read_timeout=read_timeout_for(args, config.engine),
+    async with session.cluster_endpoint(config, read_timeout=read_timeout_for(args, config.engine),
                                   deadlines=deadlines_for(args, config.engine),
                                   api_key=args.api_key) as (endpoint, refusal, stats):
         yield endpoint, refusal, config.engine, stats
@@ -224,14 +224,14 @@ def _compares(given: list[str] | None) -> str | tuple[str, ...] | None:
     return given[0] if len(given) == 1 else tuple(given)
 
 
-def _options(args: argparse.Namespace) -> S.Options:
-    return S.Options(suite=args.suite, concurrency=args.concurrency, prompts_file=args.prompts,
+def _options(args: argparse.Namespace) -> session.Options:
+    return session.Options(suite=args.suite, concurrency=args.concurrency, prompts_file=args.prompts,
                      out=Path(args.out) if args.out else None, compare=_compares(args.compare),
                      idle_s=args.idle, wait_s=args.wait, timeout_s=args.timeout, force=args.force,
                      repeat=args.repeat, depths=args.depth)
 
 
-async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
+async def bench_main(args: argparse.Namespace, inputs: session.Inputs) -> int:
     progress = Progress(sys.stderr)
     async with _endpoint(args) as (endpoint, refusal, engine, stats):
         if refusal is not None:
@@ -241,10 +241,10 @@ async def bench_main(args: argparse.Namespace, inputs: S.Inputs) -> int:
             return await pick_model(client, args, status)
 
         try:
-            ready = await S.prepare(endpoint, _options(args), inputs, emit=progress, choose=choose,
+            ready = await session.prepare(endpoint, _options(args), inputs, emit=progress, choose=choose,
                                     engine_deadlines={"first_token_s": engine.first_token_timeout_s,
                                                       "idle_s": engine.idle_timeout_s}, stats=stats)
-        except S.SetupError as exc:
+        except session.SetupError as exc:
             raise CliError(exc.message, EXIT_USAGE, exc.code) from None
         if isinstance(ready, Refusal):
             return _refuse(args, ready)
@@ -367,7 +367,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.report_only:
         return report_only(args)
     try:
-        inputs = S.load_inputs(_options(args))
-    except S.SetupError as exc:
+        inputs = session.load_inputs(_options(args))
+    except session.SetupError as exc:
         raise CliError(exc.message, EXIT_USAGE, exc.code) from None
     return run_async_fast(bench_main(args, inputs))

@@ -49,7 +49,7 @@ from cockpit.api.endpoint import ApiEndpoint, rank0_fleet_connected, smoke_throu
 from cockpit.api.errors import ApiError
 from cockpit.api.smoke import MODEL_CHOICE, all_passed
 from cockpit.api.status import ApiStatus
-from cockpit.api.stream import ChatResult, StreamDeadlines, StreamStats
+from cockpit.api.stream import ChatResult, StreamDeadlines, StreamStats, stats_parts
 from cockpit.cli.commands import SUMMARY
 from cockpit.cli.common import (
     EXIT_FAILURE,
@@ -295,20 +295,9 @@ def result_dict(result: ChatResult | None, stats: StreamStats | None, url: str,
 def stats_line(result: ChatResult | None, stats: StreamStats | None, *, finished: bool = True) -> str:
     """`TTFT 0.31 s · 50.4 tok/s · 128 tokens · finish stop` (values that are unknown are left out; no
     finish reason for a stream that failed)."""
-    parts = []
-    if stats and stats.ttft_s is not None:
-        parts.append(f"TTFT {stats.ttft_s:.2f} s")
-    if stats and stats.decode_tps is not None:
-        parts.append(f"{stats.decode_tps:.1f} tok/s")
-    elif stats and stats.estimated_decode_tps is not None:
-        parts.append(f"~{stats.estimated_decode_tps:.1f} tok/s")
-    if result and result.usage:
-        parts.append(f"{result.usage.completion_tokens} tokens")
-    elif stats and stats.tokens_estimated:
-        parts.append(f"~{stats.estimated_tokens} tokens (estimated: the server sent no usage)")
-    if result and finished:
-        parts.append(f"finish {result.finish_reason or '?'}")
-    return " · ".join(parts)
+    return " · ".join(stats_parts(
+        stats, (result.finish_reason or "?") if result and finished else None,
+        completion_tokens=result.usage.completion_tokens if result and result.usage else None))
 
 
 def format_tool_call(call: ToolCall) -> str:

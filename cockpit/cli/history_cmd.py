@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -14,8 +15,9 @@ from cockpit.cli.common import EXIT_OK, add_json, print_json, table, usage_error
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("history", help=SUMMARY["history"],
                        description="Without SESSION: every recorded cockpit session, newest first (id, "
-                                   "start, command, cluster, commands run, failures). With SESSION (an id, "
-                                   "the start of one, or `last`): the commands that session ran, in order "
+                                   "start, command, cluster, its config file, commands run, failures). With "
+                                   "SESSION (an id, the start of one, or `last`): the commands that session "
+                                   "ran, in order "
                                    "(time, rank, who asked, exit, duration, the exact line). Session files "
                                    "live in $XDG_STATE_HOME/r37-cockpit/sessions/.")
     p.add_argument("session", nargs="?", metavar="SESSION", help="a session id, the start of one, or `last`")
@@ -32,6 +34,15 @@ def when(t: object, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
         return time.strftime(fmt, time.localtime(float(t)))  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError, OSError):
         return "—"
+
+
+def short_path(path: object) -> str:
+    """A config path as the operator typed it would read: the home directory as `~`."""
+    text = str(path or "")
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and (text == home or text.startswith(home + os.sep)):
+        return "~" + text[len(home):]
+    return text
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -52,9 +63,10 @@ def cmd_history(args: argparse.Namespace) -> int:
             print("no sessions recorded yet: every cockpit command that reaches the hosts records one")
             return EXIT_OK
         rows = [[s.id, when(s.header.get("started")), safe(s.header.get("command", ""), 40),
-                 safe(s.header.get("cluster", ""), 40), str(len(s.entries)), str(s.failures)]
+                 safe(s.header.get("cluster", ""), 40), safe(short_path(s.header.get("config")), 60) or "—",
+                 str(len(s.entries)), str(s.failures)]
                 for s in sessions]
-        print(table(rows, ["session", "started", "command", "cluster", "commands", "failed"]))
+        print(table(rows, ["session", "started", "command", "cluster", "config", "commands", "failed"]))
         return EXIT_OK
 
     found = find_session(args.session)
@@ -68,8 +80,10 @@ def cmd_history(args: argparse.Namespace) -> int:
                     "commands": [e.as_json() for e in entries], "notes": found.notes})
         return EXIT_OK
     h = found.header
-    print(f"session {found.id}: {safe(h.get('command', ''), 40)} on {safe(h.get('cluster', ''), 40) or '—'}, "
-          f"started {when(h.get('started'))}, {len(found.entries)} commands, {found.failures} failed")
+    config = safe(short_path(h.get("config")), 200)
+    print(f"session {found.id}: {safe(h.get('command', ''), 40)} on {safe(h.get('cluster', ''), 40) or '—'}"
+          + (f" ({config})" if config else "")
+          + f", started {when(h.get('started'))}, {len(found.entries)} commands, {found.failures} failed")
     for note in found.notes:
         print(f"note: {safe(note, 400)}", file=sys.stderr)
     rows = [[when(e.t, "%H:%M:%S"), str(e.rank), neutralise(e.origin) or "—", outcome_label(e.exit, e.note),

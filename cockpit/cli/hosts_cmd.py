@@ -24,8 +24,7 @@ from cockpit.cli.common import (
     table,
 )
 from cockpit.config import ClusterConfig
-from cockpit.hosts import Fleet, HostState, HostStatus
-from cockpit.hosts import known_hosts as kh
+from cockpit.hosts import Fleet, HostState, HostStatus, known_hosts
 from cockpit.hosts.sshconfig import resolve
 from cockpit.safetext import neutralise, safe
 
@@ -133,8 +132,8 @@ def run_trust(args: argparse.Namespace) -> int:
     policy = resolve(entry, config.ssh)
     timeout = args.timeout if args.timeout is not None else config.ssh.connect_timeout
     try:
-        plan = run_async(kh.plan_trust(policy, entry.ssh, entry.port, args.fingerprint, timeout))
-    except kh.TrustRefused as exc:
+        plan = run_async(known_hosts.plan_trust(policy, entry.ssh, entry.port, args.fingerprint, timeout))
+    except known_hosts.TrustRefused as exc:
         text = safe(exc) + (f"; what to do: {exc.remedy}" if exc.remedy else "")
         raise CliError(text, EXIT_REFUSED if exc.code in REFUSED_CODES else EXIT_FAILURE, exc.code) from None
     base = {"rank": entry.rank, "target": entry.target, "fingerprint": args.fingerprint}
@@ -152,7 +151,7 @@ def run_trust(args: argparse.Namespace) -> int:
         print(f"will {what}")
     if not args.yes and (args.json or not _confirm("Append this line?")):
         raise CliError(f"not confirmed: would {what}", EXIT_REFUSED, "needs-confirmation")
-    kh.append_line(plan.file, plan.line)
+    known_hosts.append_line(plan.file, plan.line)
     if args.json:
         print_json({"ok": True, **base, "appended": True, "file": plan.file, "line": plan.line,
                     "created": plan.creates})

@@ -203,7 +203,8 @@ def cmd_faults(args: argparse.Namespace) -> int:
     roots = host_roots(_dir(args)) if _dir(args).is_dir() else []
     active = {int(r.name.split("-")[1]): layout.active_faults(r) for r in roots}
     if args.json:
-        print_json({"faults": faults.DESCRIPTIONS, "active": active, "ranks": sorted(active)})
+        print_json({"faults": faults.DESCRIPTIONS, "params": faults.PARAMS, "active": active,
+                    "ranks": sorted(active)})
         return 0
     if active:
         print(f"{len(active)} hosts in {safe(_dir(args))} (ranks 0-{max(active)}); "
@@ -211,6 +212,8 @@ def cmd_faults(args: argparse.Namespace) -> int:
     for name, text in faults.DESCRIPTIONS.items():
         on = [str(rank) for rank, names in active.items() if name in names]
         print(f"{name:18} {text}" + (f"  [on: rank {', '.join(on)}]" if on else ""))
+        for key, what in faults.PARAMS.get(name, {}).items():
+            print(f"{'':18}   --params '{{\"{key}\": …}}': {what}")
     return 0
 
 

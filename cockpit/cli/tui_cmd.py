@@ -49,5 +49,17 @@ def run_demo(args: argparse.Namespace) -> int:
         try:
             CockpitApp(load_config(toml), toml, read_only=args.read_only).run()
         finally:
-            cluster.down(directory)
+            print(stopped_line(directory, n, cluster.down(directory), temporary=args.dir is None), flush=True)
     return 0
+
+
+def stopped_line(directory: Path, hosts: int, stopped: list[str], *, temporary: bool) -> str:
+    """What the demo stopped when the cockpit exited (`cockpit.sim.cluster.down`'s list), in one line
+    (and a line per file it kept)."""
+    from cockpit.safetext import safe
+    kept = [s for s in stopped if s.startswith("kept ")]
+    processes = [s for s in stopped if "process " in s]
+    text = (f"stopped the simulated cluster in {safe(str(directory))}: {hosts} hosts, "
+            f"{len(processes)} process{'' if len(processes) == 1 else 'es'}"
+            + ("; its temporary directory is removed" if temporary else ""))
+    return "\n".join([text, *(f"  {safe(k)}" for k in kept)])

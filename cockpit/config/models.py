@@ -10,7 +10,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from cockpit import constants as C
+from cockpit import constants
 from cockpit.config.validators import (
     SSH_CIPHERS,
     LocalPath,
@@ -52,32 +52,32 @@ class Strict(BaseModel):
 
 class ClusterSection(Strict):
     name: Annotated[str, AfterValidator(cluster_name)] = "r37"
-    container_name: Annotated[str, AfterValidator(container_name_text)] = C.CONTAINER_NAME
-    api_port: Port = C.API_PORT
-    coord_port: Port = C.COORD_PORT
+    container_name: Annotated[str, AfterValidator(container_name_text)] = constants.CONTAINER_NAME
+    api_port: Port = constants.API_PORT
+    coord_port: Port = constants.COORD_PORT
 
 
 class ModelSection(Strict):
-    repo: Annotated[str, AfterValidator(repo_id)] = C.DEALIGNAI_REPO
+    repo: Annotated[str, AfterValidator(repo_id)] = constants.DEALIGNAI_REPO
     revision: Annotated[str, AfterValidator(revision_text)] | None = None
     path: MountPath = "/srv/models/DeepSeek-V4.1-Flash-dealignai"
     shared_readonly: bool = False
 
 
 class RuntimeSection(Strict):
-    recipe_repo: Annotated[str, AfterValidator(repo_id)] = C.RECIPE_REPO
-    image_tag: Annotated[str, AfterValidator(image_ref)] = C.IMAGE_TAG
-    image_id: Annotated[str, AfterValidator(image_id_text)] = C.IMAGE_ID
-    archive: Annotated[str, AfterValidator(repo_relative_path)] = C.RUNTIME_ARCHIVE
-    sha256: Annotated[str, AfterValidator(sha256_hex)] = C.ARCHIVE_SHA256
-    size_bytes: Positive = C.ARCHIVE_SIZE
+    recipe_repo: Annotated[str, AfterValidator(repo_id)] = constants.RECIPE_REPO
+    image_tag: Annotated[str, AfterValidator(image_ref)] = constants.IMAGE_TAG
+    image_id: Annotated[str, AfterValidator(image_id_text)] = constants.IMAGE_ID
+    archive: Annotated[str, AfterValidator(repo_relative_path)] = constants.RUNTIME_ARCHIVE
+    sha256: Annotated[str, AfterValidator(sha256_hex)] = constants.ARCHIVE_SHA256
+    size_bytes: Positive = constants.ARCHIVE_SIZE
 
 
 class ServingSection(Strict):
-    maxlen: Positive = C.MAXLEN
-    seqs: Positive = C.SEQS
-    gmu: Annotated[float, float_range(0.0, 1.0, "gmu")] = C.GMU
-    spec_k: Annotated[int, int_range(0, None, "spec_k")] = C.SPEC_K
+    maxlen: Positive = constants.MAXLEN
+    seqs: Positive = constants.SEQS
+    gmu: Annotated[float, float_range(0.0, 1.0, "gmu")] = constants.GMU
+    spec_k: Annotated[int, int_range(0, None, "spec_k")] = constants.SPEC_K
     max_batched_tokens: Positive = 4096
     local_engram_edges: bool = True
 
@@ -89,10 +89,10 @@ class PathsSection(Strict):
 
 
 class BudgetSection(Strict):
-    checkpoint_bytes: Positive = C.CHECKPOINT_BUDGET
-    engram_bytes: Positive = C.ENGRAM_BUDGET
-    runtime_bytes: Positive = C.RUNTIME_BUDGET
-    min_mem_available_bytes: Positive = C.MIN_MEM_AVAILABLE
+    checkpoint_bytes: Positive = constants.CHECKPOINT_BUDGET
+    engram_bytes: Positive = constants.ENGRAM_BUDGET
+    runtime_bytes: Positive = constants.RUNTIME_BUDGET
+    min_mem_available_bytes: Positive = constants.MIN_MEM_AVAILABLE
 
 
 
@@ -115,7 +115,7 @@ class UISection(Strict):
     log_buffer_lines: Annotated[int, int_range(1000, 10_000_000, "log buffer lines")] = 200_000
     # After an answer's first token its socket is read (and the answer redrawn) once per frame: every
     # wakeup costs the client more than the bytes it brings. 0 = read every piece as it arrives.
-    stream_frame_ms: Annotated[int, int_range(0, 2000, "stream frame ms")] = C.STREAM_FRAME_MS
+    stream_frame_ms: Annotated[int, int_range(0, 2000, "stream frame ms")] = constants.STREAM_FRAME_MS
     # hide and refuse every host-changing action (setup, launch, stop); `--read-only` cannot turn it off
     read_only: bool = False
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from cockpit import constants as C
+from cockpit import constants
 
 SHELL_META = frozenset("$`\\;|&<>(){}*?[]'\"")
 _CONTROL_NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", "\x00": "a NUL byte"}
@@ -301,7 +301,8 @@ def container_name_text(value: str) -> str:
 
 def image_ref(value: str) -> str:
     if len(value) > 255 or not _IMAGE_REF.fullmatch(value):
-        raise ValueError(f"{shown(value)} is not a valid docker image reference (e.g. {C.IMAGE_TAG})")
+        raise ValueError(f"{shown(value)} is not a valid docker image reference "
+                         f"(e.g. {constants.IMAGE_TAG})")
     return value
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts.shell import Cmd, tcp_probe
-from cockpit.recipe import parsers as P
+from cockpit.recipe import parsers
 from cockpit.recipe.checks import Check, Outcome, Probe, Verdict, ranks_text
 
 NUM_GIDS = 16
@@ -21,10 +21,10 @@ def _first(text: str) -> str:
 
 def _fabric_ip(p: Probe) -> Outcome:
     ip, want = p.host.fabric_ip, p.host.fabric_iface
-    ifaces = P.parse_ip_addr(p.output("ip.addr"))
+    ifaces = parsers.parse_ip_addr(p.output("ip.addr"))
     if not ifaces:
         return Outcome(Verdict.UNKNOWN, _first(p.output("ip.addr")), "run `ip -j addr` on the host")
-    holder = P.iface_with_ip(ifaces, ip)
+    holder = parsers.iface_with_ip(ifaces, ip)
     if holder is None:
         return Outcome(Verdict.FAIL, f"{ip} is on no interface",
                        f"configure {ip} on {want} ({NO_NET_CHANGES}), or fix fabric_ip for rank {p.rank}")
@@ -66,7 +66,7 @@ def rdma_tool_remedy(status: int | None, output: str) -> tuple[Verdict, str]:
 
 
 def _rdma_link(p: Probe) -> Outcome:
-    links = P.parse_rdma_links(p.output("rdma.link"))
+    links = parsers.parse_rdma_links(p.output("rdma.link"))
     if p.status("rdma.link") != 0 or not links:
         verdict, remedy = rdma_tool_remedy(p.status("rdma.link"), p.output("rdma.link"))
         return Outcome(verdict, _first(p.output("rdma.link")), remedy)
@@ -105,7 +105,7 @@ def _ibv_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
 def _ibv_port(p: Probe) -> Outcome:
     parts, bad = [], []
     for hca in p.host.ib_hca:
-        devs = {d.hca_id: d for d in P.parse_ibv_devinfo(p.output(f"ibv.{hca}"))}
+        devs = {d.hca_id: d for d in parsers.parse_ibv_devinfo(p.output(f"ibv.{hca}"))}
         port = devs[hca].ports.get(1) if hca in devs else None
         if port is None:
             parts.append(f"{hca}: {_first(p.output(f'ibv.{hca}'))}")
@@ -143,18 +143,18 @@ def _gid_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
     return {"gids": ["head", "-v", "-n", "1", "--", *paths]}
 
 
-def right_gid(entries: list[P.GidEntry], ip: str) -> P.GidEntry | None:
+def right_gid(entries: list[parsers.GidEntry], ip: str) -> parsers.GidEntry | None:
     return next((e for e in entries if e.type == "RoCE v2" and e.ipv4 == ip), None)
 
 
 def _gid(p: Probe) -> Outcome:
-    values = P.parse_head_verbose(p.output("gids"))
+    values = parsers.parse_head_verbose(p.output("gids"))
     ip, idx = p.host.fabric_ip, p.host.gid_index
     if not values:
         return Outcome(Verdict.UNKNOWN, _first(p.output("gids")), "read the GID table in sysfs on the host")
     parts, fixes, bad = [], [], False
     for hca in p.host.ib_hca:
-        entries = P.gid_table(values, _port_dir(hca), NUM_GIDS)
+        entries = parsers.gid_table(values, _port_dir(hca), NUM_GIDS)
         at = next((e for e in entries if e.index == idx), None)
         good = right_gid(entries, ip)
         if at is not None and at.type == "RoCE v2" and at.ipv4 == ip:
@@ -197,7 +197,7 @@ def _reach(p: Probe) -> Outcome:
     for h in p.cfg.by_rank():
         if h.rank != p.rank and f"reach.{h.rank}" in p.sections:
             s = p.sections[f"reach.{h.rank}"]
-            seen[h.rank] = P.parse_tcp_probe(s.status, s.output)
+            seen[h.rank] = parsers.parse_tcp_probe(s.status, s.output)
     ok = sorted(r for r, v in seen.items() if v in ("open", "refused"))
     value = f"reaches rank {ranks_text(ok)}" if ok else "reaches no peer"
     return Outcome(Verdict.PASS if len(ok) == len(seen) else Verdict.FAIL, value, facts={"reach": seen})
@@ -223,9 +223,17 @@ def _compare_reach(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int
             changed[rank] = Outcome(Verdict.FAIL, f"reaches no peer ({', '.join(sorted(set(own.values())))})",
                                     remedy)
         else:
-            by = f"reached by rank {ranks_text(reached_by)}" if reached_by else "no peer could probe it"
+            # The same words for every rank reached by all its peers, so that grouped rows never show one
+            # rank's address and peers for the others ("10.0.0.1 reached by rank 1-3 (rank 0; others alike)").
+            if reached_by and len(reached_by) == len(from_peers):
+                text = ("reached by every peer" if len(from_peers) == len(cfg.hosts) - 1
+                        else "reached by every peer that could probe it")
+            elif reached_by:
+                text = f"{ips[rank]} reached by rank {ranks_text(reached_by)}"
+            else:
+                text = f"{ips[rank]} no peer could probe it"
             changed[rank] = Outcome(Verdict.PASS if reached_by or not own else Verdict.UNKNOWN,
-                                    f"{ips[rank]} {by}", "" if reached_by else remedy)
+                                    text, "" if reached_by else remedy)
     return changed
 
 

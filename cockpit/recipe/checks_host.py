@@ -16,8 +16,7 @@ from dataclasses import asdict
 
 from cockpit.config import ClusterConfig
 from cockpit.hosts.shell import Cmd
-from cockpit.recipe import containers as dk
-from cockpit.recipe import parsers as P
+from cockpit.recipe import containers, parsers
 from cockpit.recipe.checks import Check, Outcome, Probe, Verdict, differs
 from cockpit.recipe.image_identity import (
     Identity,
@@ -27,7 +26,7 @@ from cockpit.recipe.image_identity import (
     parse_image_inspect,
 )
 from cockpit.safetext import safe
-from cockpit.telemetry import gpu as G
+from cockpit.telemetry import gpu
 
 SMI_FIELDS = ["name", "driver_version", "clocks.sm", "clocks.max.sm", "utilization.gpu", "pstate"]
 SMI_QUERY = ["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"]
@@ -45,7 +44,7 @@ def _engine_cmd(cfg: ClusterConfig) -> Cmd:
     return [*TIMEOUT, "docker", "container", "inspect", "--format", "{{json .}}", cfg.cluster.container_name]
 
 
-def named_container(p: Probe) -> dk.ContainerState | None:
+def named_container(p: Probe) -> containers.ContainerState | None:
     """The container of the launch's name on this host as `docker container inspect` saw it (None: there
     is none, or Docker did not answer)."""
     if p.status(ENGINE) != 0:
@@ -53,24 +52,24 @@ def named_container(p: Probe) -> dk.ContainerState | None:
     name = p.cfg.cluster.container_name
     for line in p.output(ENGINE).splitlines():
         if line.lstrip().startswith("{"):
-            for state in dk.parse_inspect(line):
+            for state in containers.parse_inspect(line):
                 if state.name == name:
                     return state
     return None
 
 
-def started_here(p: Probe, state: dk.ContainerState | None) -> bool:
+def started_here(p: Probe, state: containers.ContainerState | None) -> bool:
     """Did this cockpit start that container? Its full ID is the launch ledger's record for the rank."""
     return state is not None and bool(state.id) and p.launched.get(p.rank) == state.id
 
 
-def engine_in_use(p: Probe) -> dk.ContainerState | None:
+def engine_in_use(p: Probe) -> containers.ContainerState | None:
     """The running container of the launch's name on this host, when this cockpit started it."""
     state = named_container(p)
     return state if state is not None and state.running and started_here(p, state) else None
 
 
-def in_use_value(p: Probe, state: dk.ContainerState) -> str:
+def in_use_value(p: Probe, state: containers.ContainerState) -> str:
     return f"in use by the running {p.cfg.cluster.container_name} ({state.short_id})"
 
 
@@ -96,7 +95,7 @@ def _first_line(text: str) -> str:
 def _gpu_row(p: Probe) -> dict[str, str | None] | None:
     if p.status("nvsmi.query") != 0:
         return None
-    rows = P.parse_nvsmi_csv(p.output("nvsmi.query"), SMI_FIELDS)
+    rows = parsers.parse_nvsmi_csv(p.output("nvsmi.query"), SMI_FIELDS)
     return rows[0] if rows else None
 
 
@@ -104,7 +103,7 @@ def _gpu_row(p: Probe) -> dict[str, str | None] | None:
 
 
 def _arch(p: Probe) -> Outcome:
-    arch = P.parse_uname(p.output("uname"))
+    arch = parsers.parse_uname(p.output("uname"))
     if p.status("uname") != 0 or arch is None:
         return Outcome(Verdict.UNKNOWN, _first_line(p.output("uname")), "run `uname -m` on the host")
     if arch == "aarch64":
@@ -136,7 +135,8 @@ GPU = Check("gpu", 1, "GB10 GPU visible", _gpu_cmds, _gpu)
 
 def _driver(p: Probe) -> Outcome:
     row = _gpu_row(p)
-    table = P.parse_nvsmi_table(p.output("nvsmi.table")) if p.status("nvsmi.table") == 0 else P.SmiTable()
+    table = (parsers.parse_nvsmi_table(p.output("nvsmi.table")) if p.status("nvsmi.table") == 0
+             else parsers.SmiTable())
     driver = (row or {}).get("driver_version") or table.driver_version
     if driver is None:
         return Outcome(Verdict.UNKNOWN, "nvidia-smi gave no driver version (see the gpu check)",
@@ -146,11 +146,11 @@ def _driver(p: Probe) -> Outcome:
     remedy = (f"install a CUDA-13-compatible NVIDIA driver ({MIN_DRIVER_MAJOR} branch or newer), the same "
               "version on every host, then reboot")
     if cuda is not None:
-        major = P.to_int(cuda.split(".")[0])
+        major = parsers.to_int(cuda.split(".")[0])
         ok = major is not None and major >= MIN_CUDA_MAJOR
         value = f"driver {driver}, CUDA {cuda}"
     else:
-        major = P.to_int(driver.split(".")[0])
+        major = parsers.to_int(driver.split(".")[0])
         ok = major is not None and major >= MIN_DRIVER_MAJOR
         value = f"driver {driver} (CUDA version not shown)"
     if ok:
@@ -175,8 +175,8 @@ DRIVER = Check("driver", 1, "CUDA-13 driver, same on every host", _driver_cmds, 
 # read more than 30 % apart, warns with no idle peer. A rank whose GPU this cockpit's running engine holds
 # (P0 at an idle clock between requests) passes as in use below the load threshold and is no peer.
 
-LATCH_BAND = G.LATCH_BAND
-LOADED_UTIL = G.LOADED_UTIL
+LATCH_BAND = gpu.LATCH_BAND
+LOADED_UTIL = gpu.LOADED_UTIL
 
 CLOCK_REMEDY = ("the SM clock looks latched low (a reported GB10 state): check `nvidia-smi -q -d CLOCK,"
                 "PERFORMANCE` for throttle reasons; a host reboot usually clears it")
@@ -184,24 +184,24 @@ CLOCK_VERDICT = {"ok": Verdict.PASS, "in_use": Verdict.PASS, "latched": Verdict.
                  "unknown": Verdict.UNKNOWN}
 
 
-def _clock_reading(p: Probe) -> G.GpuReading | None:
+def _clock_reading(p: Probe) -> gpu.GpuReading | None:
     if p.status("nvsmi.query") != 0:
         return None
-    for r in G.parse_gpu_lines(p.output("nvsmi.query"), SMI_FIELDS):
-        if isinstance(r, G.GpuReading):
+    for r in gpu.parse_gpu_lines(p.output("nvsmi.query"), SMI_FIELDS):
+        if isinstance(r, gpu.GpuReading):
             return r
     return None
 
 
-def _clock_value(r: G.GpuReading) -> str:
+def _clock_value(r: gpu.GpuReading) -> str:
     mx = f"/{r.max_sm}" if r.max_sm else ""
     util = f"{r.util}%" if r.util is not None else "?%"
-    load = G.is_loaded(r)
+    load = gpu.is_loaded(r)
     state = "load unknown" if load is None else "loaded" if load else "idle"
     return f"{r.sm}{mx} MHz, {r.pstate or '?'} {util} ({state})"
 
 
-def _clock_outcome(r: G.GpuReading, v: G.ClockVerdict, in_use: str) -> Outcome:
+def _clock_outcome(r: gpu.GpuReading, v: gpu.ClockVerdict, in_use: str) -> Outcome:
     """The clocks outcome of one rank; `in_use` is the in-use value when this cockpit's engine holds the
     GPU (a pass then shows it, with the reading as detail)."""
     facts: dict[str, object] = {"clock": asdict(r), "in_use": in_use} if in_use else {"clock": asdict(r)}
@@ -222,16 +222,16 @@ def _clocks(p: Probe) -> Outcome:
         return Outcome(Verdict.UNKNOWN, "no SM clock reading (see the gpu check)", "fix the gpu check first")
     engine = engine_in_use(p)
     in_use = in_use_value(p, engine) if engine is not None else ""
-    v = G.clock_verdicts({p.rank: r}, held={p.rank} if in_use else ())[p.rank]
+    v = gpu.clock_verdicts({p.rank: r}, held={p.rank} if in_use else ())[p.rank]
     return _clock_outcome(r, v, in_use)
 
 
 def _compare_clocks(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int, Outcome]:
-    readings = {r: G.GpuReading(**o.facts["clock"]) for r, o in outcomes.items()
+    readings = {r: gpu.GpuReading(**o.facts["clock"]) for r, o in outcomes.items()
                 if isinstance(o.facts.get("clock"), dict)}
     held = {r for r in readings if outcomes[r].facts.get("in_use")}
     changed = {}
-    for rank, v in G.clock_verdicts(readings, held).items():
+    for rank, v in gpu.clock_verdicts(readings, held).items():
         o = outcomes[rank]
         now = _clock_outcome(readings[rank], v, str(o.facts.get("in_use") or ""))
         if now != o:
@@ -246,7 +246,7 @@ CLOCKS = Check("clocks", 1, "SM clocks not latched low", _clock_cmds, _clocks, c
 
 
 def _mem(p: Probe) -> Outcome:
-    info = P.parse_meminfo(p.output("meminfo"))
+    info = parsers.parse_meminfo(p.output("meminfo"))
     avail = info.get("MemAvailable")
     need = p.cfg.budget.min_mem_available_bytes
     if avail is None:
@@ -289,8 +289,8 @@ def docker_remedy(reason: str) -> str:
     return DOCKER_REMEDY
 
 
-def _docker_info(p: Probe) -> P.DockerInfo | None:
-    return P.parse_docker_info(p.output("docker.info"))
+def _docker_info(p: Probe) -> parsers.DockerInfo | None:
+    return parsers.parse_docker_info(p.output("docker.info"))
 
 
 def _docker(p: Probe) -> Outcome:
@@ -320,11 +320,13 @@ RUNTIME = Check("nvidia-runtime", 1, "NVIDIA container runtime", lambda cfg, r: 
                 _runtime)
 
 
-def _image_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+def image_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
+    """The commands that read rank's runtime image: docker info, the loaded image's ID, the archive's IDs.
+    Shared by the `image` check, the storage checks and the setup `runtime` job."""
     archive = posixpath.join(cfg.recipe_dir(rank), cfg.runtime.archive)
     return {"docker.info": DOCKER_INFO,
-            "docker.image": [*TIMEOUT, *dk.image_id_argv(cfg.runtime.image_tag)],
-            "image.archive": [*TIMEOUT, *dk.archive_ids_argv(archive)]}
+            "docker.image": [*TIMEOUT, *containers.image_id_argv(cfg.runtime.image_tag)],
+            "image.archive": [*TIMEOUT, *containers.archive_ids_argv(archive)]}
 
 
 def image_identity(p: Probe) -> tuple[ImageFacts | None, Identity | None]:
@@ -371,7 +373,7 @@ def _same_image(cfg: ClusterConfig, outcomes: dict[int, Outcome]) -> dict[int, O
     return differs(outcomes, "image", "image ID", "load the same verified archive on every rank")
 
 
-IMAGE = Check("image", 3, "runtime image ID, same everywhere", _image_cmds, _image, compare=_same_image)
+IMAGE = Check("image", 3, "runtime image ID, same everywhere", image_cmds, _image, compare=_same_image)
 
 
 def _container_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
@@ -385,7 +387,7 @@ def _container(p: Probe) -> Outcome:
     info = _docker_info(p)
     if info is None or not info.ok or p.status("docker.ps") != 0:
         return Outcome(Verdict.UNKNOWN, "Docker not answering (see the docker check)", DOCKER_REMEDY)
-    row = dk.ps_named(p.output("docker.ps"), name)
+    row = containers.ps_named(p.output("docker.ps"), name)
     if row is None:
         return Outcome(Verdict.PASS, f"no container named {name}")
     state = named_container(p)
@@ -417,7 +419,7 @@ CONTAINER = Check("container", 6, "no leftover container", _container_cmds, _con
 # ---- ports on rank 0 ---------------------------------------------------------------------------------
 
 
-def _conflicts(listener: P.Listener, fabric_ip: str) -> bool:
+def _conflicts(listener: parsers.Listener, fabric_ip: str) -> bool:
     """Would this listener stop the engine from binding 0.0.0.0:PORT? Other 127/8 aliases do not count
     (on the demo cluster they are the other simulated hosts sharing this machine's loopback)."""
     addr = listener.address
@@ -435,7 +437,7 @@ def _ports(p: Probe) -> Outcome:
         return Outcome(Verdict.UNKNOWN, _first_line(p.output("ss")), "install iproute2 (`ss`) on the host")
     want = {p.cfg.cluster.api_port: "API", p.cfg.cluster.coord_port: "coordination"}
     busy = sorted({f"{lst.address}:{lst.port} ({want[lst.port]})"
-                   for lst in P.parse_ss_listeners(p.output("ss"))
+                   for lst in parsers.parse_ss_listeners(p.output("ss"))
                    if lst.port in want and _conflicts(lst, p.host.fabric_ip)})
     ports = " and ".join(str(x) for x in want)
     if not busy:

@@ -6,16 +6,16 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 
-from cockpit import constants as C
+from cockpit import constants
 from cockpit.config import ClusterConfig
 from cockpit.hosts.shell import Cmd, safetensors_headers
-from cockpit.recipe import parsers as P
+from cockpit.recipe import parsers
 from cockpit.recipe.checks import Check, Outcome, Probe, Verdict, human_bytes, majority, ranks_text
-from cockpit.recipe.checks_host import _image_cmds, image_loaded
+from cockpit.recipe.checks_host import image_cmds, image_loaded
 
 REVISION_FILE = ".r37-revision"  # by the checkpoint setup job: one line {"repo": …, "revision": …}
 # `hf download --local-dir` records the commit of every file it fetched: first line of this file.
-HF_METADATA = ".cache/huggingface/download/" + C.CHECKPOINT_INDEX + ".metadata"
+HF_METADATA = ".cache/huggingface/download/" + constants.CHECKPOINT_INDEX + ".metadata"
 RECIPE_FILES = ("launch/node.sh", "tools/prepare-engram.py")
 # size first, NUL after the name: a name with a newline, a tab or undecodable bytes cannot pose as another
 LIST = ["-maxdepth", "1", "-type", "f", "-printf", "%s\\t%f\\0\\n"]
@@ -54,7 +54,7 @@ RECIPE = Check("recipe", 2, "recipe downloaded", _recipe_cmds, _recipe)
 
 def _ckpt_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
     model = cfg.model_path(rank)
-    return {"ckpt.index": ["cat", "--", _join(model, C.CHECKPOINT_INDEX)],
+    return {"ckpt.index": ["cat", "--", _join(model, constants.CHECKPOINT_INDEX)],
             "ckpt.files": ["find", model, *LIST],
             "ckpt.revision": ["head", "-v", "-n", "1", "--", _join(model, REVISION_FILE),
                               _join(model, HF_METADATA)]}
@@ -62,11 +62,11 @@ def _ckpt_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
 
 @dataclass
 class CheckpointState:
-    index: P.SafetensorsIndex | None
+    index: parsers.SafetensorsIndex | None
     files: dict[str, int]
     missing: list[str]
     empty: list[str]
-    revision: P.Revision | None
+    revision: parsers.Revision | None
 
     @property
     def complete(self) -> bool:
@@ -83,10 +83,10 @@ def _is_weights(name: str) -> bool:
 
 
 def checkpoint_state(p: Probe) -> CheckpointState:
-    index = P.parse_safetensors_index(p.output("ckpt.index")) if p.status("ckpt.index") == 0 else None
-    files = P.parse_find_sizes(p.output("ckpt.files"))
+    index = parsers.parse_safetensors_index(p.output("ckpt.index")) if p.status("ckpt.index") == 0 else None
+    files = parsers.parse_find_sizes(p.output("ckpt.files"))
     shards = index.shards if index else []
-    rev = revision_of(p.cfg.model_path(p.rank), P.parse_head_verbose(p.output("ckpt.revision")))
+    rev = revision_of(p.cfg.model_path(p.rank), parsers.parse_head_verbose(p.output("ckpt.revision")))
     return CheckpointState(index, files, [s for s in shards if s not in files],
                            [s for s in shards if files.get(s) == 0], rev)
 
@@ -96,13 +96,13 @@ def _is_commit(revision: str) -> bool:
     return len(revision) == 40 and all(c in "0123456789abcdef" for c in revision.lower())
 
 
-def revision_of(model: str, first_lines: dict[str, str | None]) -> P.Revision | None:
+def revision_of(model: str, first_lines: dict[str, str | None]) -> parsers.Revision | None:
     """The setup job's marker if present, else the commit hf recorded when it downloaded the index."""
     marker = first_lines.get(_join(model, REVISION_FILE))
     if marker:
-        return P.parse_revision_file(marker)
+        return parsers.parse_revision_file(marker)
     meta = first_lines.get(_join(model, HF_METADATA))
-    return P.Revision(None, meta.strip()) if meta and meta.strip() else None
+    return parsers.Revision(None, meta.strip()) if meta and meta.strip() else None
 
 
 def _short(names: list[str], n: int = 3) -> str:
@@ -116,7 +116,7 @@ def _ckpt_check_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
                                                 budget=HEADER_BUDGET)}
 
 
-def judge_shard(h: P.ShardHeader | None) -> tuple[Verdict, str]:
+def judge_shard(h: parsers.ShardHeader | None) -> tuple[Verdict, str]:
     """One shard against its own header: its size must be 8 + N + the end of its tensors' data."""
     if h is None:
         return Verdict.UNKNOWN, "header not read"
@@ -145,7 +145,7 @@ def verify_shards(p: Probe, shards: list[str]) -> tuple[list[str], list[str]]:
     if sec is None or sec.status != 0:
         why = "not run" if sec is None else f"exit {sec.status}" if sec.status is not None else "cut off"
         return [], [f"shard headers not read ({why}: {_first(sec.output) if sec else 'no output'})"]
-    headers = P.parse_safetensors_headers(sec.output)
+    headers = parsers.parse_safetensors_headers(sec.output)
     bad, unread = [], []
     for name in shards:
         verdict, why = judge_shard(headers.get(name))
@@ -161,7 +161,7 @@ def _checkpoint(p: Probe) -> Outcome:
     st = checkpoint_state(p)
     setup = f"`r37-cockpit setup checkpoint --rank {p.rank}` downloads {cfg.model.repo} into {model}"
     if st.index is None:
-        why = "no checkpoint" if not st.files else f"no readable {C.CHECKPOINT_INDEX}"
+        why = "no checkpoint" if not st.files else f"no readable {constants.CHECKPOINT_INDEX}"
         return Outcome(Verdict.FAIL, f"{model}: {why}", setup)
     rev = st.revision.revision if st.revision and st.revision.revision else "unknown"
     repo = st.revision.repo if st.revision else None
@@ -196,8 +196,8 @@ def _checkpoint(p: Probe) -> Outcome:
         return Outcome(Verdict.FAIL, f"{value}, config pins {pinned[:12]}",
                        f"download the pinned revision: `r37-cockpit setup checkpoint --rank {p.rank}`",
                        facts=facts)
-    if len(st.index.shards) != C.CHECKPOINT_SHARDS:
-        return Outcome(Verdict.WARN, f"{value} (the Engram helper expects {C.CHECKPOINT_SHARDS})",
+    if len(st.index.shards) != constants.CHECKPOINT_SHARDS:
+        return Outcome(Verdict.WARN, f"{value} (the Engram helper expects {constants.CHECKPOINT_SHARDS})",
                        "the R37 Engram helper is specific to the 48-shard layout: use the card's checkpoint",
                        facts=facts)
     return Outcome(Verdict.PASS, value, detail="every shard's size matches its safetensors header",
@@ -248,7 +248,7 @@ def _engram_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
         return {}
     eng = cfg.engram_path(rank)
     return {"engram.files": ["find", eng, *LIST],
-            "engram.coverage": ["cat", "--", _join(eng, C.ENGRAM_COVERAGE_FILE)]}
+            "engram.coverage": ["cat", "--", _join(eng, constants.ENGRAM_COVERAGE_FILE)]}
 
 
 def engram_ready(p: Probe) -> bool:
@@ -257,10 +257,10 @@ def engram_ready(p: Probe) -> bool:
     if p.status("engram.coverage") != 0:
         return False
     try:
-        P.loads(p.output("engram.coverage"))
+        parsers.loads(p.output("engram.coverage"))
     except ValueError:
         return False
-    files = P.parse_find_sizes(p.output("engram.files"))
+    files = parsers.parse_find_sizes(p.output("engram.files"))
     return any(_is_weights(name) for name in files)
 
 
@@ -268,19 +268,20 @@ def _engram(p: Probe) -> Outcome:
     if p.rank == 0:
         return Outcome(Verdict.PASS, "not needed on rank 0 (it reads the full checkpoint)")
     eng = p.cfg.engram_path(p.rank)
-    files = P.parse_find_sizes(p.output("engram.files"))
+    files = parsers.parse_find_sizes(p.output("engram.files"))
     rows = sorted(n for n in files if _is_weights(n))   # other files (notes, odd names) are not rows
     if engram_ready(p):
-        return Outcome(Verdict.PASS, f"{C.ENGRAM_COVERAGE_FILE} + {len(rows)} overlay files in {eng}")
+        return Outcome(Verdict.PASS, f"{constants.ENGRAM_COVERAGE_FILE} + {len(rows)} overlay files in {eng}")
     setup = (f"`r37-cockpit setup engram --rank {p.rank}` runs tools/prepare-engram.py {p.rank} "
              f"{p.cfg.model_path(p.rank)} {eng}")
     if not files:
         return Outcome(Verdict.FAIL, f"no Engram rows in {eng}", setup)
-    if C.ENGRAM_COVERAGE_FILE not in files:
-        return Outcome(Verdict.FAIL, f"{eng}: {len(rows)} files but no {C.ENGRAM_COVERAGE_FILE} (partial?)",
+    if constants.ENGRAM_COVERAGE_FILE not in files:
+        return Outcome(Verdict.FAIL,
+                       f"{eng}: {len(rows)} files but no {constants.ENGRAM_COVERAGE_FILE} (partial?)",
                        "preparation did not finish: inspect the error and prepare into a fresh destination "
                        "(the helper refuses to overwrite shards; do not reuse partial overlays)")
-    return Outcome(Verdict.FAIL, f"{eng}: {C.ENGRAM_COVERAGE_FILE} unreadable or no overlays", setup)
+    return Outcome(Verdict.FAIL, f"{eng}: {constants.ENGRAM_COVERAGE_FILE} unreadable or no overlays", setup)
 
 
 ENGRAM = Check("engram", 5, "Engram rows on workers", _engram_cmds, _engram)
@@ -320,7 +321,7 @@ def _df_operands(cfg: ClusterConfig, rank: int) -> list[str]:
 
 def _disk_cmds(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
     return {"df": ["df", "-P", "-B1", *_df_operands(cfg, rank)],
-            **_ckpt_cmds(cfg, rank), **_engram_cmds(cfg, rank), **_image_cmds(cfg, rank)}
+            **_ckpt_cmds(cfg, rank), **_engram_cmds(cfg, rank), **image_cmds(cfg, rank)}
 
 
 def cache_headroom(cfg: ClusterConfig) -> int:
@@ -346,14 +347,14 @@ def disk_needs(p: Probe) -> dict[str, int]:
 class _Filesystem:
     """One filesystem the disk check found: its df row, the paths on it and what they still need."""
 
-    row: P.DfRow
+    row: parsers.DfRow
     roles: list[str] = field(default_factory=list)
     need: int = 0
 
 
 def _disk(p: Probe) -> Outcome:
     operands = _df_operands(p.cfg, p.rank)
-    rows = P.df_by_path(p.output("df"), operands)
+    rows = parsers.df_by_path(p.output("df"), operands)
     if not rows:
         return Outcome(Verdict.UNKNOWN, _first(p.output("df")), "run `df -P -B1` on the host")
     needs = disk_needs(p)

@@ -360,7 +360,8 @@ class Session:
     def summary(self) -> dict[str, Any]:
         h = self.header
         return {"id": self.id, "started": h.get("started"), "command": str(h.get("command", "")),
-                "cluster": str(h.get("cluster", "")), "commands": len(self.entries),
+                "cluster": str(h.get("cluster", "")), "config": str(h.get("config", "")),
+                "commands": len(self.entries),
                 "failures": self.failures, "host_changing": self.host_changing, "path": str(self.path)}
 
 

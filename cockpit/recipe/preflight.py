@@ -13,9 +13,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, Host, HostUnavailable
 from cockpit.hosts.shell import Cmd, as_command, sections
-from cockpit.recipe import checks_fabric as F
-from cockpit.recipe import checks_host as H
-from cockpit.recipe import checks_storage as S
+from cockpit.recipe import checks_fabric, checks_host, checks_storage
 from cockpit.recipe.checks import (
     Check,
     CheckInfo,
@@ -48,8 +46,12 @@ def _ssh_never_evaluated(p: Probe) -> Outcome:  # the runner judges the connecti
 SSH = Check("ssh", 1, "host reachable over SSH", _no_commands, _ssh_never_evaluated)
 
 CHECKS: tuple[Check, ...] = (
-    SSH, H.ARCH, H.GPU, H.DRIVER, H.CLOCKS, H.MEMORY, S.DISK, H.DOCKER, H.RUNTIME, F.FABRIC_IP, F.RDMA_LINK,
-    F.IBV_PORT, F.GID, F.REACH, S.RECIPE, S.CHECKPOINT, H.IMAGE, S.ENGRAM, H.CONTAINER, H.PORTS,
+    SSH, checks_host.ARCH, checks_host.GPU, checks_host.DRIVER, checks_host.CLOCKS, checks_host.MEMORY,
+    checks_storage.DISK, checks_host.DOCKER, checks_host.RUNTIME,
+    checks_fabric.FABRIC_IP, checks_fabric.RDMA_LINK, checks_fabric.IBV_PORT, checks_fabric.GID,
+    checks_fabric.REACH,
+    checks_storage.RECIPE, checks_storage.CHECKPOINT, checks_host.IMAGE, checks_storage.ENGRAM,
+    checks_host.CONTAINER, checks_host.PORTS,
 )
 BY_ID = {c.id: c for c in CHECKS}
 

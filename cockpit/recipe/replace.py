@@ -35,7 +35,7 @@ from cockpit.files import AtomicFile
 from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, Result, command
 from cockpit.hosts.shell import Cmd, sections
 from cockpit.locations import archive_dir
-from cockpit.recipe import containers as dk
+from cockpit.recipe import containers
 from cockpit.recipe.containers import ContainerState
 from cockpit.recipe.ledger import Ledger, cluster_key
 from cockpit.recipe.recording import note_action
@@ -67,7 +67,7 @@ class Transport(Protocol):
 def is_container_id(text: str) -> bool:
     """A full 64-hex container ID (what `rm_argv` accepts)."""
     try:
-        dk.rm_argv(text)
+        containers.rm_argv(text)
     except ValueError:
         return False
     return True
@@ -82,7 +82,7 @@ def logs_argv(container_id: str) -> list[str]:
 
 def replace_commands(container_id: str) -> list[str]:
     """The lines shown to the operator for one rank: archive the log, then remove the container."""
-    return [command(logs_argv(container_id)).line, command(dk.rm_argv(container_id)).line]
+    return [command(logs_argv(container_id)).line, command(containers.rm_argv(container_id)).line]
 
 
 # ---- plan -------------------------------------------------------------------------------------------------
@@ -120,8 +120,8 @@ async def inspect_named(host: Transport, name: str) -> ContainerState | None:
 
     Raises DockerFailed when docker itself fails, HostUnavailable / CommandTimeout for the host.
     """
-    res = await host.run(dk.inspect_argv(name), timeout=INSPECT_TIMEOUT)
-    states = dk.parse_inspect(res.stdout)
+    res = await host.run(containers.inspect_argv(name), timeout=INSPECT_TIMEOUT)
+    states = containers.parse_inspect(res.stdout)
     if not res.ok and not states:
         if _no_such(res):
             return None
@@ -338,7 +338,7 @@ async def _replace_one(fleet: Fleet, cfg: ClusterConfig, item: ReplaceItem, ledg
     rank, cid, name = item.rank, item.container_id, cfg.cluster.container_name
     host = fleet[rank]
     try:
-        rm = dk.rm_argv(cid)
+        rm = containers.rm_argv(cid)
     except ValueError as exc:
         return ReplaceOutcome(rank, False, f"rank {rank}: {exc}", cid)
     short = cid[:12]

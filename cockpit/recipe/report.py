@@ -170,7 +170,7 @@ async def gather(fleet: Fleet, cfg: ClusterConfig, config_path: Path | None, *, 
                  progress: Callable[[str], None] | None = None) -> Bundle:
     """Read everything the bundle holds (see the module doc); a part that cannot be read is named in
     `problems` and in the bundle's README, never fatal."""
-    from cockpit.recipe import launch as L
+    from cockpit.recipe import launch
     from cockpit.recipe.fabric import last_result
     from cockpit.recipe.history import list_sessions
     from cockpit.recipe.ledger import Ledger
@@ -200,7 +200,7 @@ async def gather(fleet: Fleet, cfg: ClusterConfig, config_path: Path | None, *, 
         bundle.problems.append(f"preflight: {type(exc).__name__}: {exc}")
     say("reading the cluster's status")
     try:
-        status = await L.cluster_status(fleet, cfg, Ledger(cfg))
+        status = await launch.cluster_status(fleet, cfg, Ledger(cfg))
         bundle.files[f"{bundle.name}/status.json"] = json.dumps(status.to_dict(), indent=2, default=str)
     except Exception as exc:
         bundle.problems.append(f"status: {type(exc).__name__}: {exc}")

@@ -270,7 +270,8 @@ class SetupRun:
                 return RankDone(job, rank, RankState.FAILED, f"{step.label}: {checked.reason}")
             facts.update(checked.facts)
         last = rp.steps[-1].label
-        return RankDone(job, rank, RankState.DONE, f"done ({len(rp.steps)} steps, last: {last})")
+        n = len(rp.steps)
+        return RankDone(job, rank, RankState.DONE, f"{n} step{'' if n == 1 else 's'}, last: {last}")
 
     async def _step(self, host: Host, job: str, step: Step) -> StepOutput:
         if step.input is not None:

@@ -14,14 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cockpit import constants as C
+from cockpit import constants
 from cockpit.config import ClusterConfig
 from cockpit.envfile import env_for_rank
 from cockpit.hosts.shell import Cmd, ShellCommand, as_command, command, sections, write_stdin_atomic
-from cockpit.recipe import containers as dk
-from cockpit.recipe import parsers as P
+from cockpit.recipe import containers, parsers
 from cockpit.recipe.checks import Probe, Verdict, majority, ranks_text
-from cockpit.recipe.checks_host import _image_cmds, image_identity
+from cockpit.recipe.checks_host import image_cmds, image_identity
 from cockpit.recipe.checks_storage import (
     ENGRAM,
     RECIPE,
@@ -73,11 +72,12 @@ def exit_check(out: StepOutput) -> Checked:
     return Checked(f"exit {out.status}: {_tail(out.text)}")
 
 
-def verify_step(label: str, cmds: dict[str, Cmd], judge: Callable[[dict[str, P.Section]], Checked]) -> Step:
+def verify_step(label: str, cmds: dict[str, Cmd],
+                judge: Callable[[dict[str, parsers.Section]], Checked]) -> Step:
     """A read-only step running several commands framed on one channel, judged from their sections."""
 
     def check(out: StepOutput) -> Checked:
-        return judge(P.split_sections(out.text, VERIFY_MARKER))
+        return judge(parsers.split_sections(out.text, VERIFY_MARKER))
 
     return Step(label, sections(list(cmds.items()), VERIFY_MARKER),
                 shown=tuple(as_command(c).line for c in cmds.values()), check=check, log=False)
@@ -87,7 +87,7 @@ def _mkdir(path: str) -> Step:
     return Step("mkdir", command(["mkdir", "-p", "--", path]))
 
 
-def _probe(cfg: ClusterConfig, rank: int, secs: dict[str, P.Section]) -> Probe:
+def _probe(cfg: ClusterConfig, rank: int, secs: dict[str, parsers.Section]) -> Probe:
     return Probe(cfg, rank, secs)
 
 
@@ -95,14 +95,14 @@ def _probe(cfg: ClusterConfig, rank: int, secs: dict[str, P.Section]) -> Probe:
 
 
 def recipe_download(cfg: ClusterConfig, rank: int) -> ShellCommand:
-    return command(["hf", "download", cfg.runtime.recipe_repo, "--include", *C.RECIPE_INCLUDE,
+    return command(["hf", "download", cfg.runtime.recipe_repo, "--include", *constants.RECIPE_INCLUDE,
                     "--local-dir", cfg.recipe_dir(rank)])
 
 
 def _plan_recipe(ctx: PlanContext, probe: Probe) -> RankPlan:
     cfg, rank = ctx.cfg, ctx.rank
 
-    def judge(secs: dict[str, P.Section]) -> Checked:
+    def judge(secs: dict[str, parsers.Section]) -> Checked:
         out = RECIPE.evaluate(_probe(cfg, rank, secs))
         return Checked(None if out.verdict is Verdict.PASS else out.value)
 
@@ -129,15 +129,15 @@ def checkpoint_download(cfg: ClusterConfig, rank: int, revision: str) -> ShellCo
                     cfg.model_path(rank)])
 
 
-Judge = Callable[[dict[str, P.Section]], Checked]
+Judge = Callable[[dict[str, parsers.Section]], Checked]
 
 
 def _ckpt_judge(cfg: ClusterConfig, rank: int, revision: str | None) -> Judge:
-    def judge(secs: dict[str, P.Section]) -> Checked:
+    def judge(secs: dict[str, parsers.Section]) -> Checked:
         st = checkpoint_state(_probe(cfg, rank, secs))
         model = cfg.model_path(rank)
         if st.index is None:
-            return Checked(f"{model}: no readable {C.CHECKPOINT_INDEX}")
+            return Checked(f"{model}: no readable {constants.CHECKPOINT_INDEX}")
         if st.missing:
             return Checked(f"{len(st.missing)} of {len(st.index.shards)} shards missing: "
                            + ", ".join(st.missing[:3]) + (" …" if len(st.missing) > 3 else ""))
@@ -155,8 +155,8 @@ def _ckpt_judge(cfg: ClusterConfig, rank: int, revision: str | None) -> Judge:
 def _plan_checkpoint(ctx: PlanContext, probe: Probe) -> RankPlan:
     cfg, rank, want = ctx.cfg, ctx.rank, ctx.revision
     model = cfg.model_path(rank)
-    have = revision_of(model, P.parse_head_verbose(probe.output("ckpt.revision")))
-    marker = P.parse_head_verbose(probe.output("ckpt.revision")).get(_join(model, REVISION_FILE))
+    have = revision_of(model, parsers.parse_head_verbose(probe.output("ckpt.revision")))
+    marker = parsers.parse_head_verbose(probe.output("ckpt.revision")).get(_join(model, REVISION_FILE))
     other_repo = bool(have and have.repo and have.repo != cfg.model.repo)
     if have and have.revision and want and (have.revision != want or other_repo):
         what = f"{have.repo or cfg.model.repo}@{have.revision}"
@@ -251,7 +251,7 @@ def _image_check(want: str, seen: dict[str, ArchiveIds] | None = None) -> Callab
 
 
 def image_inspect(cfg: ClusterConfig) -> ShellCommand:
-    return command(dk.image_id_argv(cfg.runtime.image_tag))
+    return command(containers.image_id_argv(cfg.runtime.image_tag))
 
 
 def _plan_runtime(ctx: PlanContext, probe: Probe) -> RankPlan:
@@ -272,8 +272,8 @@ def _plan_runtime(ctx: PlanContext, probe: Probe) -> RankPlan:
              check=_size_check(cfg.runtime.size_bytes)),
         Step("verify sha256", command(["sha256sum", "--", path]), check=_sha_check(cfg.runtime.sha256)),
         Step("docker load", command(["docker", "load", "-i", path])),
-        Step("read the archive's digests", command(dk.archive_ids_argv(path)), check=_archive_ids_check(seen),
-             log=False),
+        Step("read the archive's digests", command(containers.archive_ids_argv(path)),
+             check=_archive_ids_check(seen), log=False),
         Step("verify image ID", image_inspect(cfg), check=_image_check(cfg.runtime.image_id, seen)),
     )
     note = f"loaded image has ID {have}, expected {cfg.runtime.image_id}: loading again" if have else ""
@@ -302,14 +302,14 @@ def _plan_engram(ctx: PlanContext, probe: Probe) -> RankPlan:
     eng = cfg.engram_path(rank)
     if rank == 0:
         return RankPlan("engram", rank, done="not needed on rank 0 (it reads the complete checkpoint)")
-    files = P.parse_find_sizes(probe.output("engram.files"))
+    files = parsers.parse_find_sizes(probe.output("engram.files"))
     if engram_ready(probe):
         owner = _coverage_rank(probe.output("engram.coverage"))
         if owner is not None and owner != rank:
             return RankPlan("engram", rank, refused=f"{eng} holds rows prepared for rank {owner}, not rank "
                                                     f"{rank}: use a fresh destination (rows are never "
                                                     "overwritten)")
-        return RankPlan("engram", rank, done=f"complete rows in {eng}: {C.ENGRAM_COVERAGE_FILE} + "
+        return RankPlan("engram", rank, done=f"complete rows in {eng}: {constants.ENGRAM_COVERAGE_FILE} + "
                                              f"{len(files) - 1} overlay files")
     if files:
         shown = ", ".join(sorted(files)[:4]) + (" …" if len(files) > 4 else "")
@@ -318,7 +318,7 @@ def _plan_engram(ctx: PlanContext, probe: Probe) -> RankPlan:
             "overwritten — inspect why the earlier preparation stopped, then prepare into a fresh "
             "destination (per-host engram_path)"))
 
-    def judge(secs: dict[str, P.Section]) -> Checked:
+    def judge(secs: dict[str, parsers.Section]) -> Checked:
         out = ENGRAM.evaluate(_probe(cfg, rank, secs))
         return Checked(None if out.verdict is Verdict.PASS else out.value)
 
@@ -391,7 +391,7 @@ def _nothing(cfg: ClusterConfig, rank: int) -> dict[str, Cmd]:
 SPECS: dict[str, JobSpec] = {
     "recipe": JobSpec("recipe", _nothing, _plan_recipe),
     "checkpoint": JobSpec("checkpoint", _ckpt_inspect, _plan_checkpoint, same_shards),
-    "runtime": JobSpec("runtime", _image_cmds, _plan_runtime),
+    "runtime": JobSpec("runtime", image_cmds, _plan_runtime),
     "engram": JobSpec("engram", _engram_cmds, _plan_engram),
     "env": JobSpec("env", _env_inspect, _plan_env),
 }

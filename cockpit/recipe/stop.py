@@ -27,13 +27,13 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from cockpit import constants as C
+from cockpit import constants
 from cockpit.api import readiness
 from cockpit.api.client import ApiClient
 from cockpit.api.liveness import read_sample
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, command
-from cockpit.recipe import containers as dk
+from cockpit.recipe import containers
 from cockpit.recipe.launch import inspect_container
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.rank_timeline import stopped_detail
@@ -98,7 +98,7 @@ class InFlight:
 async def read_in_flight(fleet: Fleet, cfg: ClusterConfig, *, timeout: float = 5.0) -> InFlight:
     """One /metrics read of rank 0 through the tunnel; never raises (an unreadable API is said)."""
     try:
-        ready = await readiness.check(fleet, cfg.cluster.api_port, C.SERVED_MODEL, timeout=timeout)
+        ready = await readiness.check(fleet, cfg.cluster.api_port, constants.SERVED_MODEL, timeout=timeout)
         if not ready.ready or not ready.url:
             return InFlight(error=f"rank 0's API does not answer ({neutralise(ready.message)})")
         async with ApiClient(ready.url, connect_timeout=timeout, read_timeout=timeout) as client:
@@ -223,7 +223,7 @@ async def plan_items(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger) -> list[S
             return StopItem(rank, "skip", f"{name} ({state.short_id}) is already {state.status}",
                             container_id=state.id)
         return StopItem(rank, "stop", f"{name} ({state.short_id}) started by this cockpit, {state.status}",
-                        command(dk.stop_argv(state.id)).line, state.id)
+                        command(containers.stop_argv(state.id)).line, state.id)
 
     items = await asyncio.gather(*(one(r) for r in cfg.ranks))
     return sorted(items, key=lambda i: stop_order(cfg.ranks).index(i.rank))
@@ -335,7 +335,7 @@ async def _stop_one(fleet: Fleet, item: StopItem, ledger: Ledger, progress: dict
 async def _stop_run(fleet: Fleet, item: StopItem, ledger: Ledger) -> StopOutcome:
     began = time.monotonic()
     try:
-        res = await fleet[item.rank].run(dk.stop_argv(item.container_id), timeout=STOP_TIMEOUT)
+        res = await fleet[item.rank].run(containers.stop_argv(item.container_id), timeout=STOP_TIMEOUT)
     except (HostUnavailable, CommandTimeout) as exc:
         return StopOutcome(item.rank, False, f"rank {item.rank} NOT stopped: {exc}")
     took = time.monotonic() - began

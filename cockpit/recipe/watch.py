@@ -17,14 +17,14 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from cockpit import constants as C
+from cockpit import constants
 from cockpit.api import readiness
 from cockpit.api.client import ApiClient
 from cockpit.api.liveness import EngineSample, HangTracker, parse_sample, read_metrics_text
 from cockpit.api.status import ApiStatus
 from cockpit.config import ClusterConfig
 from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, every
-from cockpit.recipe import containers as dk
+from cockpit.recipe import containers
 from cockpit.recipe.containers import ContainerState, InspectFrame, read_inspect_frame
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.lock import LockError, read_lock
@@ -220,7 +220,7 @@ class ClusterWatcher:
     async def _watch_rank(self, rank: int) -> None:
         host = self.fleet[rank]
         name = self.cfg.cluster.container_name
-        cmd = every(self.interval, dk.inspect_argv(name), marker=FRAME_MARK, status=True)
+        cmd = every(self.interval, containers.inspect_argv(name), marker=FRAME_MARK, status=True)
         while True:
             try:
                 if not host.status.connected:
@@ -525,7 +525,7 @@ class ClusterWatcher:
         if head.rank in self._from_start and PHASE_INDEX[head.phase] < PHASE_INDEX[Phase.CUDA_GRAPHS]:
             return
         connected = self.api_url is not None or self.fleet[head.rank].status.connected
-        ready = await readiness.check(self.fleet, self.cfg.cluster.api_port, C.SERVED_MODEL,
+        ready = await readiness.check(self.fleet, self.cfg.cluster.api_port, constants.SERVED_MODEL,
                                       api_url=self.api_url)
         if not connected:       # no tunnel without rank 0's host: not a look at the API, whatever it said
             if self.fleet[head.rank].status.down:

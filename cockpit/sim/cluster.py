@@ -36,7 +36,7 @@ from typing import Any
 
 import asyncssh
 
-from cockpit import constants as C
+from cockpit import constants
 from cockpit.sim import layout
 from cockpit.sim.procs import alive, terminate
 from cockpit.sim.size import DEFAULT_HOSTS, check_host_count
@@ -273,7 +273,7 @@ def _q(value: str) -> str:
 
 def cluster_toml(cluster_dir: Path, plans: list[HostPlan], hub: object, *, per_host_paths: bool,
                  speed: float, recipe_dir: str = "r37-recipe") -> str:
-    ckpt = C.DEALIGNAI_REPO
+    ckpt = constants.DEALIGNAI_REPO
     repo_info = getattr(hub, "repos", {}).get(ckpt)
     revision = repo_info.commit if repo_info else None
     lines = [
@@ -290,8 +290,8 @@ def cluster_toml(cluster_dir: Path, plans: list[HostPlan], hub: object, *, per_h
         'path = "/srv/models/DeepSeek-V4.1-Flash-dealignai"',
         "",
         "[runtime]",
-        f"sha256 = {_q(getattr(hub, 'archive_sha256', C.ARCHIVE_SHA256))}",
-        f"size_bytes = {int(getattr(hub, 'archive_size', C.ARCHIVE_SIZE))}",
+        f"sha256 = {_q(getattr(hub, 'archive_sha256', constants.ARCHIVE_SHA256))}",
+        f"size_bytes = {int(getattr(hub, 'archive_size', constants.ARCHIVE_SIZE))}",
         "",
         "[paths]",
         'engram = "/srv/engram-local/DeepSeek-V4.1-Flash"',
@@ -303,7 +303,7 @@ def cluster_toml(cluster_dir: Path, plans: list[HostPlan], hub: object, *, per_h
         f"checkpoint_bytes = {16 << 20}",
         f"engram_bytes = {4 << 20}",
         f"runtime_bytes = {32 << 20}",
-        f"min_mem_available_bytes = {C.MIN_MEM_AVAILABLE}",
+        f"min_mem_available_bytes = {constants.MIN_MEM_AVAILABLE}",
         "",
         "[ssh]",
         f"known_hosts = {_q(str(cluster_dir / 'known_hosts'))}",

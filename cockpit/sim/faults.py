@@ -23,9 +23,10 @@ DESCRIPTIONS: dict[str, str] = {
                          "(exit 125)",
     "rdma-port-down": "the ib_hca port is DOWN/DISABLED in sysfs, rdma, ibv_devinfo, ibdev2netdev and ip",
     "wrong-gid": "GID index gid_index of ib_hca is a RoCE v1 ULA GID; the IPv4 RoCE v2 GID moved to 5",
-    "low-disk": "df reports only 30 GB available on srv_dir (demo; the lab shrinks the tmpfs)",
-    "low-memory": '/proc/meminfo MemAvailable is capped at 40 GiB (params: {"available_gib": N})',
-    "slow-clocks": 'nvidia-smi SM clock latched at 900 MHz whatever the load (params: {"mhz": N})',
+    "low-disk": "df reports little space available on srv_dir: 1/256 of the simulated disk, at most 30 GB (a "
+                "demo host); a lab host's /srv tmpfs shrinks to what it holds plus 1 MiB",
+    "low-memory": "/proc/meminfo MemAvailable is capped at 40 GiB",
+    "slow-clocks": "nvidia-smi SM clock latched at 900 MHz whatever the load",
     "missing-shard": "checkpoint shard 17 is absent: hf never fetches it, existing copies are hidden",
     "wrong-image-id": "docker load gives the runtime image a different ID than the card's",
     "nccl-timeout": "the engine fails at NCCL init with ibv_modify_qp ... Connection timed out",
@@ -35,24 +36,36 @@ DESCRIPTIONS: dict[str, str] = {
     "traceback-on-stop": "the engine prints a Python traceback while it shuts down on SIGTERM (still exit 0)",
     "lost-during-run": "docker run starts the container, then the host vanishes (host-down) before answering",
     "host-down": "the host vanishes: SSH refused/unreachable (handled by the demo server and the lab)",
-    "slow-docker": 'a busy host: docker inspect answers late and docker logs lags its log by that long '
-                   '(params: {"delay_s": N}, default 8)',
+    "slow-docker": "a busy host: docker inspect answers 8 s late and docker logs lags its log by that long",
     "tp-deadlock": 'on the head (rank 0): a tensor-parallel deadlock: one rank never enters the collective '
-                   '(params: {"rank_idle": N}, default the last rank), so the engine stops producing tokens '
+                   '(by default the last rank), so the engine stops producing tokens '
                    'with requests running; nvidia-smi on that rank reads 0 % at a low clock while the others '
                    'spin at ~100 % (waiting in NCCL); py-spy dump shows where each rank waits',
-    "fabric-degraded": 'ib_write_bw/ib_write_lat through ib_hca run at a lower rate (params: {"gbps": N}, '
-                       'default 50) and a higher latency: a bad cable, port or PFC',
-    "gpu-thermal": 'nvidia-smi reports SW and HW thermal slowdown active at 92 C (params: {"reasons": '
-                   '["hw_power_brake_slowdown", ...]} for other clock event reasons)',
-    "xid": 'switching it on appends an NVRM Xid line to the kernel log (params: {"xid": N}, default 79: '
-           'the GPU fell off the bus); kernel messages stay when it is switched off, as on a real host',
+    "fabric-degraded": "ib_write_bw/ib_write_lat through ib_hca run at a lower rate (50 Gb/s) and a higher "
+                       "latency: a bad cable, port or PFC",
+    "gpu-thermal": "nvidia-smi reports SW and HW thermal slowdown active at 92 C",
+    "xid": "switching it on appends an NVRM Xid line to the kernel log (Xid 79: the GPU fell off the bus); "
+           "kernel messages stay when it is switched off, as on a real host",
     "klog-denied": "journalctl may not read the system journal (the login is in neither adm nor "
                    "systemd-journal): its hint, no kernel line",
     "no-sigterm-handler": "the engine (PID 1 of its container) catches no SIGTERM: `docker stop` waits its "
                           "whole timeout, then SIGKILL (exit 137)",
 }
 assert set(DESCRIPTIONS) == set(layout.FAULTS), "every fault needs a description"
+
+PARAMS: dict[str, dict[str, str]] = {
+    "low-disk": {"avail_bytes": "bytes df reports available on a demo host",
+                 "free_bytes": "bytes left free on a lab host's /srv tmpfs"},
+    "low-memory": {"available_gib": "the MemAvailable cap in GiB (default 40)"},
+    "slow-clocks": {"mhz": "the latched SM clock (default 900)"},
+    "slow-docker": {"delay_s": "the delay in seconds (default 8)"},
+    "tp-deadlock": {"rank_idle": "the rank that never enters the collective (default the last)"},
+    "fabric-degraded": {"gbps": "the ib_write_bw rate (default 50)"},
+    "gpu-thermal": {"reasons": 'clock event reasons, e.g. ["hw_power_brake_slowdown"]'},
+    "xid": {"xid": "the Xid number (default 79)"},
+}
+"""The JSON params each fault reads (`sim fault RANK NAME --params JSON`); any other key is refused."""
+assert set(PARAMS) <= set(layout.FAULTS)
 
 MISSING_SHARD = "model-00017-of-00048.safetensors"
 
@@ -126,6 +139,10 @@ def set_fault(root: Path, name: str, on: bool, params: dict | None = None) -> No
     """Switch a fault on (with optional JSON params) or off, and apply its on-disk side effects."""
     if name not in layout.FAULTS:
         raise ValueError(f"unknown fault {name!r}; known: {', '.join(layout.FAULTS)}")
+    unknown = sorted(set(params or {}) - set(PARAMS.get(name, {})))
+    if unknown:
+        takes = ", ".join(PARAMS.get(name, {})) or "no params"
+        raise ValueError(f"fault {name} takes {takes}, not {', '.join(unknown)}")
     root = Path(root)
     path = layout.faults_dir(root) / name
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ import tarfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cockpit import constants as C
+from cockpit import constants
 
 HUB_VERSION = 1
 RECIPE_SRC = Path(__file__).with_name("recipe_repo")
@@ -43,7 +43,7 @@ class HubInfo:
 
 
 def shard_name(n: int) -> str:
-    return f"model-{n:05d}-of-{C.CHECKPOINT_SHARDS:05d}.safetensors"
+    return f"model-{n:05d}-of-{constants.CHECKPOINT_SHARDS:05d}.safetensors"
 
 
 def _safetensors(tensors: dict[str, tuple[str, list[int]]], rng: random.Random) -> bytes:
@@ -66,19 +66,19 @@ def checkpoint_files(repo: str) -> dict[str, bytes]:
     rng = random.Random(repo)
     files: dict[str, bytes] = {}
     weight_map: dict[str, str] = {}
-    for n in range(1, C.CHECKPOINT_SHARDS + 1):
+    for n in range(1, constants.CHECKPOINT_SHARDS + 1):
         layer = n - 1
         tensors = {
             f"model.layers.{layer}.mlp.experts.w1.weight": ("F8_E4M3", [32, 32]),
             f"model.layers.{layer}.mlp.experts.w1.weight_scale_inv": ("BF16", [4, 4]),
             f"model.layers.{layer}.self_attn.wq_a.weight": ("F8_E4M3", [16, 64]),
         }
-        if n in C.ENGRAM_SHARDS:
+        if n in constants.ENGRAM_SHARDS:
             tensors[f"model.layers.{layer}.engram.table"] = ("F8_E4M3", [64, 16])
         files[shard_name(n)] = _safetensors(tensors, rng)
         weight_map.update(dict.fromkeys(tensors, shard_name(n)))
     total = sum(len(b) for b in files.values())
-    files[C.CHECKPOINT_INDEX] = json.dumps(
+    files[constants.CHECKPOINT_INDEX] = json.dumps(
         {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2
     ).encode()
     files["config.json"] = json.dumps(
@@ -124,7 +124,7 @@ def runtime_archive() -> bytes:
     The config blob is *named* by the card's image ID (the sim cannot produce a real preimage); the
     docker stand-in takes the ID from that name.
     """
-    config_hex = C.IMAGE_ID.removeprefix("sha256:")
+    config_hex = constants.IMAGE_ID.removeprefix("sha256:")
     layer = random.Random("r37-runtime-layer").randbytes(LAYER_BYTES)
     layer_hex = hashlib.sha256(layer).hexdigest()
     config = json.dumps(
@@ -144,9 +144,9 @@ def runtime_archive() -> bytes:
         [
             {
                 "Config": f"blobs/sha256/{config_hex}",
-                "RepoTags": [C.IMAGE_TAG],
+                "RepoTags": [constants.IMAGE_TAG],
                 "Layers": [f"blobs/sha256/{layer_hex}"],
-                "SimImageSize": C.ARCHIVE_SIZE,
+                "SimImageSize": constants.ARCHIVE_SIZE,
             }
         ]
     ).encode()
@@ -158,7 +158,7 @@ def runtime_archive() -> bytes:
                 {
                     "mediaType": "application/vnd.oci.image.manifest.v1+json",
                     "annotations": {
-                        "io.containerd.image.name": "docker.io/" + C.IMAGE_TAG,
+                        "io.containerd.image.name": "docker.io/" + constants.IMAGE_TAG,
                         "org.opencontainers.image.ref.name": "runtime",
                     },
                 }
@@ -171,7 +171,7 @@ def runtime_archive() -> bytes:
         ("index.json", index),
         ("manifest.json", manifest),
         ("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'),
-        ("repositories", json.dumps({C.IMAGE_TAG.split(":")[0]: {"runtime": config_hex}}).encode()),
+        ("repositories", json.dumps({constants.IMAGE_TAG.split(":")[0]: {"runtime": config_hex}}).encode()),
     ]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
@@ -192,7 +192,7 @@ def recipe_files() -> dict[str, bytes]:
         for p in sorted(RECIPE_SRC.rglob("*"))
         if p.is_file() and "__pycache__" not in p.parts
     }
-    files[C.RUNTIME_ARCHIVE] = runtime_archive()
+    files[constants.RUNTIME_ARCHIVE] = runtime_archive()
     return files
 
 
@@ -223,8 +223,8 @@ def build_hub(hub_dir: Path) -> HubInfo:
     index = hub_dir / "hub.json"
     if index.exists() and json.loads(index.read_text()).get("version") == HUB_VERSION:
         return _load(index)
-    contents = {repo: checkpoint_files(repo) for repo in C.CHECKPOINT_REPOS}
-    contents[C.RECIPE_REPO] = recipe_files()
+    contents = {repo: checkpoint_files(repo) for repo in constants.CHECKPOINT_REPOS}
+    contents[constants.RECIPE_REPO] = recipe_files()
     repos_json = {}
     for repo, files in contents.items():
         commit = commit_of(repo, files)
@@ -240,14 +240,14 @@ def build_hub(hub_dir: Path) -> HubInfo:
                 p: {"size": len(b), "sha256": hashlib.sha256(b).hexdigest()} for p, b in sorted(files.items())
             },
         }
-    archive = contents[C.RECIPE_REPO][C.RUNTIME_ARCHIVE]
+    archive = contents[constants.RECIPE_REPO][constants.RUNTIME_ARCHIVE]
     doc = {
         "version": HUB_VERSION,
         "repos": repos_json,
         "archive_sha256": hashlib.sha256(archive).hexdigest(),
         "archive_size": len(archive),
-        "image_id": C.IMAGE_ID,
-        "image_tag": C.IMAGE_TAG,
+        "image_id": constants.IMAGE_ID,
+        "image_tag": constants.IMAGE_TAG,
     }
     tmp = index.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2))

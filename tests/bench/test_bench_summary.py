@@ -75,6 +75,10 @@ def test_card_rows_put_the_reference_next_to_this_run() -> None:
     assert rows["decode.prose.c8.aggregate_tps"].this_run is None
     assert rows["decode.prose.c8.aggregate_tps"].ratio is None
     assert rows["checks.passed"].card == 6
+    # A count reads as one in every face: "tools passed (of 4): 1 vs 3", never "1.00 vs 3".
+    assert rows["checks.tools.passed"].this_run == 1 and type(rows["checks.tools.passed"].this_run) is int
+    assert "| tools passed (of 4) | 3 | 1 | 0.333 |" in render_markdown(_summary())
+    assert type(rows["decode.prose.c1.per_stream_tps"].this_run) is float
 
 
 def test_compare_gives_the_ratio_of_every_shared_figure(tmp_path: Path) -> None:

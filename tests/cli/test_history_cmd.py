@@ -40,7 +40,8 @@ def history(state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     return capsys.readouterr().out
 
 
-def test_sessions_are_listed_newest_first(recorded: Path, monkeypatch, capsys) -> None:
+def test_sessions_are_listed_newest_first(recorded: Path, demo_cluster: SimCluster, monkeypatch,
+                                          capsys) -> None:
     rows = history(recorded, monkeypatch, capsys).splitlines()
     assert rows[0].split()[:3] == ["session", "started", "command"]
     assert "preflight" in rows[1] and "hosts" in rows[2] and len(rows) == 3
@@ -48,6 +49,7 @@ def test_sessions_are_listed_newest_first(recorded: Path, monkeypatch, capsys) -
     first, second = json.loads(history(recorded, monkeypatch, capsys, "--json"))["sessions"]
     assert (first["command"], second["command"]) == ("preflight", "hosts")
     assert first["cluster"] == second["cluster"] and first["commands"] > 0
+    assert first["config"] == second["config"] == str(demo_cluster.config_path)
 
 
 def test_one_session_with_filters(recorded: Path, monkeypatch, capsys) -> None:
@@ -68,6 +70,25 @@ def test_one_session_with_filters(recorded: Path, monkeypatch, capsys) -> None:
     hosts = json.loads(history(recorded, monkeypatch, capsys, older, "--json"))
     assert hosts["session"]["command"] == "hosts"
     assert {c["origin"] for c in hosts["commands"]} <= {"hosts"}
+
+
+def test_two_clusters_of_the_same_name_are_told_apart_by_their_config(tmp_path: Path, monkeypatch,
+                                                                      capsys) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    sessions = tmp_path / "r37-cockpit" / "sessions"
+    sessions.mkdir(parents=True)
+    for n, config in ((1, tmp_path / "home" / "lab" / "cluster.toml"), (2, Path("/etc/r37/cluster.toml"))):
+        (sessions / f"2025010{n}-000000-{n}.jsonl").write_text(json.dumps(
+            {"kind": "session", "id": f"2025010{n}-000000-{n}", "command": "status", "cluster": "r37",
+             "config": str(config), "started": n}) + "\n")
+    assert main(["history"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split()[:5] == ["session", "started", "command", "cluster", "config"]
+    assert "r37" in rows[1] and "/etc/r37/cluster.toml" in rows[1]
+    assert "r37" in rows[2] and "~/lab/cluster.toml" in rows[2]
+    assert main(["history", "20250101"]) == 0
+    assert "status on r37 (~/lab/cluster.toml)," in capsys.readouterr().out
 
 
 def test_damaged_and_foreign_files_are_skipped_with_a_note(tmp_path: Path, monkeypatch, capsys) -> None:

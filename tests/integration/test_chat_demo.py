@@ -158,8 +158,13 @@ async def test_api_down_is_a_clear_state(demo_cluster) -> None:  # type: ignore[
     async with Fleet(demo_cluster.config) as fleet:
         assert await fleet[0].wait_connected(20)
         async with ApiEndpoint(fleet, demo_cluster.config.cluster.api_port) as endpoint:
+            before = endpoint.describe()
             status = await endpoint.check()
+            after = endpoint.describe()
     assert status.state in ("not_ready", "unreachable") and not status.ok
+    # The API line names no placeholder port before the tunnel opens, and the real local port once it is.
+    assert "<local port>" not in before and "not open yet" in before
+    assert re.match(r"http://127\.0\.0\.1:\d+ → rank 0's 127\.0\.0\.1:\d+ over SSH", after), after
     assert "not ready" in status.message and "rank 0" in status.remedy
 
 

@@ -5,6 +5,7 @@ refusals (Engram destination not empty, a different cluster.env) in the library 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -64,6 +65,9 @@ async def test_empty_hosts_to_passing_preflight_with_a_failed_rank_resumed(
         for (job, rank), state in got.items():
             if rank != 2 and not (job == "engram" and rank == 0):
                 assert state is RankState.DONE, (job, rank, state)
+        # shown as "done: 3 steps, last: …" (the state names it once, never "done: done (…)")
+        assert all(re.fullmatch(r"\d+ steps?, last: .+", o.message) for o in final.outcomes
+                   if o.state is RankState.DONE), [o.message for o in final.outcomes]
         assert got[("engram", 0)] is RankState.SKIPPED
         assert any(isinstance(e, StepProgress) and e.progress.files_total for e in events)
         assert any(isinstance(e, JobLog) and "prepare-engram: done" in e.text for e in events)

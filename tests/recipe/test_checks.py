@@ -234,6 +234,23 @@ def test_reach_attribution(fixed_config: ClusterConfig) -> None:
     assert reach(fixed_config, blind) == {0: Verdict.PASS, 1: Verdict.FAIL, 2: Verdict.PASS, 3: Verdict.PASS}
 
 
+def reach_rows(cfg: ClusterConfig, seen: dict[int, dict[int, str]]) -> list[tuple[str, tuple[int, ...]]]:
+    outs = {r: Outcome(Verdict.UNKNOWN, "", facts={"reach": s}) for r, s in seen.items()}
+    done = F.REACH.compare(cfg, outs)  # type: ignore[misc]
+    return [(row.value, row.ranks) for row in group_results(
+        [CheckResult("reach", r, 1, "reach", o.verdict, o.value, o.remedy) for r, o in done.items()])]
+
+
+def test_grouped_reach_rows_never_show_one_ranks_target_for_the_others(fixed_config: ClusterConfig) -> None:
+    ok = {a: {b: "refused" for b in range(4) if b != a} for a in range(4)}
+    assert reach_rows(fixed_config, ok) == [("reached by every peer", (0, 1, 2, 3))]
+    down = {a: {b: ("timeout" if b == 2 else "open") for b in range(4) if b != a} for a in (0, 1, 3)}
+    down[2] = {}
+    rows = dict(reach_rows(fixed_config, down))
+    assert rows["reached by every peer that could probe it"] == (0, 1, 3)
+    assert not any("others alike" in text for text in rows)
+
+
 def cfg_with(**paths: str) -> ClusterConfig:
     hosts = [
         {

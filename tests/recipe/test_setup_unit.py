@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 
 import pytest
 
@@ -78,6 +79,14 @@ def test_pinned_commit_needs_no_network(fixed_config: ClusterConfig, monkeypatch
 
     monkeypatch.setattr(huggingface_hub, "HfApi", boom)
     assert resolve_revision(with_revision(fixed_config, SHA.upper())) == SHA
+
+
+def test_branch_without_huggingface_hub_asks_for_a_pinned_commit(fixed_config: ClusterConfig,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)     # as if the `hf` extra is not installed
+    with pytest.raises(SetupError, match=r"huggingface_hub is not installed.*\[model\] revision"):
+        resolve_revision(with_revision(fixed_config, "main"))
+    assert resolve_revision(with_revision(fixed_config, SHA)) == SHA
 
 
 def test_branch_offline_or_unreachable_asks_for_a_pinned_commit(fixed_config: ClusterConfig,

@@ -212,8 +212,8 @@ async def test_idle_effect_then_back_to_back(timed_engine: str) -> None:
 
 def test_default_is_real_time() -> None:
     """Benchmarks measure the engine in real time: no scaling unless asked for."""
-    from cockpit.sim.engine.cli import _ready_parser, schedule_from_env
+    from cockpit.sim.engine.cli import ready_parser, schedule_from_env
 
-    ns = _ready_parser().parse_args([])
+    ns = ready_parser().parse_args([])
     assert ns.time_scale == 1.0 and ns.speed == 1.0
     assert schedule_from_env().time_scale == 1.0 or "R37_SIM_TIME_SCALE" in os.environ

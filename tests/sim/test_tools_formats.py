@@ -407,6 +407,28 @@ def test_fault_switches_validate() -> None:
         set_fault(Path("/nonexistent"), "gremlins", True)
 
 
+def test_sim_faults_lists_only_the_params_sim_fault_takes(tmp_path: Path) -> None:
+    from cockpit.sim.faults import PARAMS
+
+    for name, keys in PARAMS.items():           # every listed param is taken ...
+        for key in keys:
+            set_fault(tmp_path, name, True, {key: 1})
+            assert json.loads((layout.faults_dir(tmp_path) / name).read_text()) == {key: 1}
+            set_fault(tmp_path, name, False)
+    # ... and any other is refused, naming the ones the fault takes
+    with pytest.raises(ValueError, match="fault low-disk takes avail_bytes, free_bytes, not gib"):
+        set_fault(tmp_path, "low-disk", True, {"gib": 1})
+    with pytest.raises(ValueError, match="fault no-gpu takes no params, not mhz"):
+        set_fault(tmp_path, "no-gpu", True, {"mhz": 1})
+    assert not (layout.faults_dir(tmp_path) / "low-disk").exists()
+    argv = [sys.executable, "-m", "cockpit", "sim", "faults", "--dir", str(tmp_path / "none")]
+    shown = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout
+    listed = set(re.findall(r'--params \'\{"(\w+)"', shown))
+    assert listed == {k for keys in PARAMS.values() for k in keys}
+    assert "params:" not in "".join(DESCRIPTIONS.values())     # params are listed from PARAMS only
+    assert "30 GB available" not in shown       # low-disk: 1/256 of the simulated disk, at most 30 GB
+
+
 def test_nvidia_smi_clock_event_reasons_and_gpu_thermal(host: ToolHost) -> None:
     q = "nvidia-smi --query-gpu=clocks_event_reasons.active,clocks_event_reasons.hw_thermal_slowdown"
     head = host.sh(q + " --format=csv", check=True).stdout.splitlines()

@@ -77,7 +77,7 @@ def runtime_finished() -> list[SetupEvent]:
             why = f"verify image ID: image ID mismatch: observed {bad}, expected {img}"
             out = RankDone("runtime", r, RankState.FAILED, why)
         else:
-            out = RankDone("runtime", r, RankState.DONE, "done (6 steps, last: verify image ID)")
+            out = RankDone("runtime", r, RankState.DONE, "6 steps, last: verify image ID")
         evs.append(out)
         outs.append(out)
     evs.append(SetupFinished(tuple(outs), 42.0))

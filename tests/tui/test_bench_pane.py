@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import io
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,6 +59,19 @@ def _screen(app: CockpitApp) -> str:
     for widget in app.query_one(BenchPane).query(Static):
         console.print(widget.content)
     return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+async def test_records_go_to_the_state_directory_not_the_checkout(fixed_config: ClusterConfig,
+                                                                   engine_url: str) -> None:
+    app = _app(fixed_config, engine_url)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("8")
+        pane = app.query_one(BenchPane)
+        out = pane.options().out
+        results = Path(os.environ["XDG_STATE_HOME"]) / "r37-cockpit" / "bench" / "results"
+        assert out is not None and out.parent == results and not out.exists()
+        assert not out.is_relative_to(Path.cwd())
+        assert f"Records: {results}/<UTC time>/" in _screen(app).replace("\n", "")
 
 
 async def test_a_quick_run_completes_and_shows_the_summary(fixed_config: ClusterConfig, engine_url: str,

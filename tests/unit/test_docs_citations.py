@@ -1,8 +1,9 @@
 """Comments and docstrings cite the project's own docs, never files a maintainer does not have.
 
-No file under cockpit/, tests/, bench/ or scripts/ cites the shared notes the project started from or a
+No file under cockpit/, tests/, perf/ or scripts/ cites the shared notes the project started from or a
 path outside the repository, and every `docs/<file>.md#<anchor>` cited there names a file of docs/ with a
-heading of that anchor (GitHub's slugs). Links between the docs resolve the same way.
+heading of that anchor (GitHub's slugs). Links between the docs resolve the same way. The layout of
+docs/DESIGN.md names every top-level module and package of cockpit/, and every file it names exists.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-CODE_DIRS = ("cockpit", "tests", "bench", "scripts")
+CODE_DIRS = ("cockpit", "tests", "perf", "scripts")
 
 # What an outside citation looks like. Each is written in two pieces so that this file does not match it.
 OUTSIDE = ("DOMAIN" " §", "DOMAIN" ".md", "STYLE" ".md", "/" "work/", ".." "/shared")
@@ -157,3 +158,27 @@ def test_the_docs_cite_nothing_outside_the_repository() -> None:
     found = [f"docs/{doc.name}:{n}" for doc in sorted(DOCS.glob("*.md"))
              for n, line in numbered(doc.read_text()) if any(o in line for o in OUTSIDE)]
     assert found == []
+
+
+def _layout_block() -> list[str]:
+    design = (DOCS / ("DESIGN" ".md")).read_text()
+    block = design.split("## Layout", 1)[1].split("```", 2)[1]
+    return block.splitlines()
+
+
+def test_the_design_layout_is_the_code() -> None:
+    lines = _layout_block()
+    listed = {m.group(1).rstrip("/") for line in lines if (m := re.match(r"^  ([\w]+(?:\.py|/))\s", line))}
+    on_disk = {p.name if p.is_dir() else p.stem for p in (ROOT / "cockpit").iterdir()
+               if (p.is_dir() and (p / "__init__.py").exists())
+               or (p.suffix == ".py" and p.name not in ("__init__.py", "__main__.py"))}
+    assert {n.removesuffix(".py") for n in listed} == on_disk
+    named = set(re.findall(r"`([\w/]+\.py)`", "\n".join(lines)))
+    files = {p.name for top in ("cockpit", "perf", "scripts") for p in (ROOT / top).rglob("*.py")}
+    assert {n for n in named if n.rsplit("/", 1)[-1] not in files} == set()
+    perf = re.search(r"^perf/\s+.*?\(([^)]*)\)", "\n".join(lines), re.S | re.M)
+    assert perf is not None
+    benches = {w.strip() for w in perf.group(1).replace("\n", " ").split(",")}
+    assert benches == {p.stem for p in (ROOT / "perf").glob("*.py") if not p.name.startswith("_")}
+    tops = {m.group(1) for line in lines if (m := re.match(r"^(\w+)/\s", line))}
+    assert tops <= {p.name for p in ROOT.iterdir() if p.is_dir()}

@@ -4,7 +4,7 @@ Entry points: `main(argv)` (the CLI of `python -m cockpit.sim.engine`) and `sche
 model's numbers). See README.md next to this file for what is modelled.
 """
 
-from cockpit.sim.engine.cli import main
+from cockpit.sim.engine.boot import main
 from cockpit.sim.engine.schedule import Schedule, schedule_info
 
 __all__ = ["Schedule", "main", "schedule_info"]

@@ -1,3 +1,3 @@
-from cockpit.sim.engine.cli import main
+from cockpit.sim.engine.boot import main
 
 raise SystemExit(main())

@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import socket
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +21,16 @@ from pathlib import Path
 from cockpit import constants
 from cockpit.sim import layout
 from cockpit.sim.engine import tracebacks
-from cockpit.sim.engine.cli import ServeArgs, kv_tokens, run_loop, schedule_from_env
+from cockpit.sim.engine.cli import (
+    USAGE,
+    ServeArgs,
+    kv_tokens,
+    parse_serve,
+    ready_parser,
+    run_loop,
+    schedule_from_env,
+    serve_ready,
+)
 from cockpit.sim.engine.hostio import BYTES_PER_TOKEN, TOTAL_MEMORY, HostIO
 from cockpit.sim.engine.rendezvous import Head, WorkerLink
 from cockpit.sim.engine.serving import EngineConfig, Serving, activity, shut_down_api
@@ -546,3 +556,18 @@ def run(args: ServeArgs) -> int:
     spec = _spec(args, root)
     speed = float(os.environ.get("R37_SIM_SPEED") or spec.speed or 1.0)
     return run_loop(Boot(args, spec, root, speed).main())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m cockpit.sim.engine`: `vllm serve ...`, `serve ...` or `serve-ready ...`.
+    Here, not in `cli`, so that `cli` (argument parsing, shared by the boot) never imports the boot back."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["vllm"]:
+        args = args[1:]
+    if args[:1] == ["serve-ready"]:
+        ns = ready_parser().parse_args(args[1:])
+        return run_loop(serve_ready(ns))
+    if args[:1] == ["serve"] and len(args) > 1:
+        return run(parse_serve(args[1:]))
+    sys.stderr.write(USAGE.strip() + "\n")
+    return 2

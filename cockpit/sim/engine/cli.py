@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import os
 import signal
-import sys
 from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 from cockpit import constants
 from cockpit.sim import layout
 from cockpit.sim.engine import arrival
-from cockpit.sim.engine.hostio import HostIO
+from cockpit.sim.engine.hostio import TOTAL_MEMORY, HostIO
 from cockpit.sim.engine.schedule import Schedule
 from cockpit.sim.engine.serving import EngineConfig, Serving, shut_down_api
 from cockpit.sim.engine.vlog import VLog
@@ -165,8 +164,6 @@ def parse_serve(argv: list[str]) -> ServeArgs:
 
 def kv_tokens(gmu: float) -> int:
     """KV cache size (tokens) the engine reports: what gmu x 128 GB leaves after the weights."""
-    from cockpit.sim.engine.hostio import TOTAL_MEMORY
-
     weights = 71.3 * (1 << 30)
     avail = max(1 << 30, gmu * TOTAL_MEMORY - weights - 2.1 * (1 << 30))
     return int(avail // KV_BYTES_PER_TOKEN) // 256 * 256
@@ -185,7 +182,7 @@ def schedule_from_env(base: Schedule | None = None) -> Schedule:
     return sch
 
 
-async def _serve_ready(ns: argparse.Namespace) -> int:
+async def serve_ready(ns: argparse.Namespace) -> int:
     sch = Schedule(
         seed=ns.seed,
         idle_factor=ns.idle_factor,
@@ -225,7 +222,7 @@ async def _serve_ready(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _ready_parser() -> argparse.ArgumentParser:
+def ready_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m cockpit.sim.engine serve-ready",
         description="Serve the simulated API of an already-booted engine (no host root).",
@@ -266,19 +263,3 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
     except ImportError:
         return asyncio.run(main)
     return uvloop.run(main)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: `vllm serve ...`, `serve ...` or `serve-ready ...`."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["vllm"]:
-        args = args[1:]
-    if args[:1] == ["serve-ready"]:
-        ns = _ready_parser().parse_args(args[1:])
-        return run_loop(_serve_ready(ns))
-    if args[:1] == ["serve"] and len(args) > 1:
-        from cockpit.sim.engine import boot
-
-        return boot.run(parse_serve(args[1:]))
-    sys.stderr.write(USAGE.strip() + "\n")
-    return 2

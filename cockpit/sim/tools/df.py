@@ -1,7 +1,7 @@
 """`df` stand-in for demo hosts: paths under `srv_dir` are one filesystem of `disk_bytes` whose usage is
 what is really allocated under srv_dir (st_blocks, so sparse files count as allocated); other paths,
-or `disk_bytes == 0`, are the real /usr/bin/df. Fault `low-disk`: only 30 GB, or 1/256 of a smaller
-simulated disk, are available (or {"avail_bytes": N}). Supported: `-P`, `-B1`/`--block-size=1`, `-h`,
+or `disk_bytes == 0`, are the real /usr/bin/df. Fault `low-disk`: 1/256 of the simulated disk is
+available, at most 30 GB (or {"avail_bytes": N}). Supported: `-P`, `-B1`/`--block-size=1`, `-h`,
 `-k`, `--`; anything else (e.g. `-T`) goes to the real df.
 """
 

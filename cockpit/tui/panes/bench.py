@@ -5,7 +5,8 @@ last requests), cancel cleanly (the requests in flight are closed; the records a
 cancelled). The run is set up by :mod:`cockpit.bench.session`, the CLI's own way: it refuses unless the
 live model says every rank is up (not looked at through ``--api-url``) and ``/metrics`` shows the API idle,
 and the refusal's reason and remedy are shown here with nothing started. Records go to
-``bench/results/<UTC time>/`` under the current directory. When the run ends the summary shows: the
+``<state dir>/bench/results/<UTC time>/`` (:func:`cockpit.locations.state_dir`), never in the
+checkout. When the run ends the summary shows: the
 decode, prefill, needle, checks and idle-probe figures and the card comparison, or, on the plots key,
 text bar charts of decode against concurrency and prefill against context. The bench changes no host, so
 it runs in read-only mode too.
@@ -29,12 +30,13 @@ from textual.widgets import Static
 
 from cockpit.api.endpoint import ApiEndpoint
 from cockpit.api.stream import StreamDeadlines
-from cockpit.bench import session as S
+from cockpit.bench import session
 from cockpit.bench.gate import Refusal, cluster_refusal
 from cockpit.bench.runner import BenchEvent, CellStarted, Note, RequestDone, Runner
-from cockpit.bench.store import default_dir
+from cockpit.bench.store import RESULTS_DIR, default_dir
 from cockpit.bench.suite import SUITES, SuiteName
 from cockpit.bench.summary import BenchSummary
+from cockpit.locations import state_dir
 from cockpit.recipe.recording import note_bench
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import safe
@@ -95,7 +97,7 @@ class BenchPane(Pane):
         self.out: Path | None = None
         self.target = ""          # "model at url", once the run is set up
         self.runner: Runner | None = None
-        self.results_base: Path | None = None   # records under here (default: the current directory)
+        self.results_base: Path = state_dir()   # records under here: <state dir>/bench/results/<UTC time>
 
     # ---- layout ---------------------------------------------------------------------------------------
 
@@ -156,8 +158,8 @@ class BenchPane(Pane):
              f"{self._key('cancel', 'cancels a run (records kept)')}.\n", "muted"),
             ("quick: a few minutes · standard: the card's tables · full: larger prefill, more cells\n",
              "muted"),
-            ("It refuses unless every rank is up and the API idle. Records: bench/results/<UTC time>/ "
-             "under the current directory.", "muted"))
+            ("It refuses unless every rank is up and the API idle. Records: "
+             f"{safe(str(self.results_base / RESULTS_DIR))}/<UTC time>/", "muted"))
 
     def _show_body(self) -> None:
         self.query_one("#bench-main", Static).update(self._body())
@@ -224,9 +226,8 @@ class BenchPane(Pane):
             self.workers.cancel_group(self, "bench-run")
             self._changed()
 
-    def options(self) -> S.Options:
-        out = default_dir(self.results_base) if self.results_base is not None else None
-        return S.Options(suite=self.suite, out=out)
+    def options(self) -> session.Options:
+        return session.Options(suite=self.suite, out=default_dir(self.results_base))
 
     # ---- the model of the run (the worker and snapshot tests feed it) --------------------------------
 
@@ -273,21 +274,21 @@ class BenchPane(Pane):
                                                                   engine.idle_timeout_s))
 
     @work(exclusive=True, group="bench-run", name="benchmark", exit_on_error=False)
-    async def run_bench(self, options: S.Options) -> None:
+    async def run_bench(self, options: session.Options) -> None:
         engine = self.ctx.config.engine
         async with self._endpoint() as endpoint:
             try:
-                inputs = S.load_inputs(options)
+                inputs = session.load_inputs(options)
                 if not self.ctx.api_url:
                     refusal = await cluster_refusal(self.ctx.fleet, self.ctx.config)
                     if refusal is not None:
                         self.refuse(refusal)
                         return
-                ready = await S.prepare(endpoint, options, inputs, emit=self.feed,
+                ready = await session.prepare(endpoint, options, inputs, emit=self.feed,
                                         engine_deadlines={"first_token_s": engine.first_token_timeout_s,
                                                           "idle_s": engine.idle_timeout_s},
                                         stats=None if self.ctx.api_url else self.ctx.monitor.stats)
-            except S.SetupError as exc:
+            except session.SetupError as exc:
                 self.refuse(Refusal(exc.message, exc.remedy, "bench-setup"))
                 return
             except asyncio.CancelledError:

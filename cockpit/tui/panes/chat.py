@@ -14,9 +14,9 @@ how long it has waited, ticked once a second on :attr:`ChatPane.clock` (tests fr
 Keys are the pane's bindings (remappable in ``[ui.keymap]``); the key hints under the input and every
 message naming a key ask the keymap for it. Colours are the theme's roles (``cockpit.tui.styles``).
 
-Typed commands (Enter sends anything else as a message): /temp T, /top_p P, /max N|off, /effort E,
-/think on|off, /image PATH, /tools PATH|off, /tool ID TEXT, /save PATH, /load PATH,
-/clear, /help. With tool calls pending, a plain line is the result of the first pending call.
+Typed commands (Enter sends anything else as a message): the table :data:`COMMANDS` (/temp, /top_p, /max,
+/effort, /think, /image, /tools, /tool, /save, /load, /clear, /help); /help and the refusal of an unknown
+command are made from it. With tool calls pending, a plain line is the result of the first pending call.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.text import Text
@@ -76,8 +76,6 @@ from cockpit.tui.widgets.statusline import StatusLine
 FLUSH_EVERY = 0.05
 EFFORTS = list(EFFORT_LEVELS)  # low, high, xhigh, max
 MAX_TURN_WIDGETS = 400
-HELP = ("commands: /temp T · /top_p P · /max N|off · /effort low|high|xhigh|max · /think on|off · "
-        "/image PATH · /tools PATH|off · /tool ID TEXT · /save PATH · /load PATH · /clear")
 STATE_LOOK = {  # the API's state → (mark, role)
     "ready": ("●", "ok"),
     "checking": ("…", "muted"),
@@ -518,46 +516,13 @@ class ChatPane(Pane):
     # commands ---------------------------------------------------------------------------------------
 
     def command(self, line: str) -> None:
-        """Run one /command typed into the input."""
+        """Run one /command typed into the input (the table :data:`COMMANDS`)."""
         name, _, arg = line.strip().partition(" ")
-        arg = arg.strip()
-        s = self.session.settings
+        found = BY_NAME.get(name)
         try:
-            if name in ("/temp", "/temperature"):
-                s.temperature = check_temperature(parse_number(arg, "temperature"))
-            elif name == "/top_p":
-                s.top_p = check_top_p(parse_number(arg, "top_p"))
-            elif name == "/max":
-                s.max_tokens = None if arg in ("off", "none", "") else int(self._number(arg, 1, 10**7, "max"))
-            elif name == "/effort":
-                if arg not in EFFORT_LEVELS:
-                    raise ChatInputError(f"effort must be one of {', '.join(EFFORTS)}")
-                s.reasoning_effort = arg
-            elif name == "/think":
-                if arg not in ("on", "off"):
-                    raise ChatInputError("/think on or /think off")
-                s.thinking = arg == "on"
-            elif name == "/image":
-                self.session.attach_image(arg)
-                self.notice(f"attached {arg} ({self.session.pending_images} for the next message)", "ok.soft")
-            elif name == "/tools":
-                self.session.tools = None if arg == "off" else load_tools(arg)
-                if self.session.tools:
-                    names = ", ".join(t["function"]["name"] for t in self.session.tools)
-                    self.notice(f"tools: {names}", "ok.soft")
-            elif name == "/tool":
-                call_id, _, text = arg.partition(" ")
-                self.send_tool_result(call_id, text)
-            elif name == "/save":
-                self.save(arg)
-            elif name == "/load":
-                self.load(arg)
-            elif name == "/clear":
-                self.action_clear()
-            elif name == "/help":
-                self.notice(HELP, "highlight")
-            else:
+            if found is None:
                 raise ChatInputError(f"unknown command {name} ({HELP})")
+            found.handler(self, arg.strip())
         except ChatInputError as exc:
             self.notice(str(exc), "fail")
         self._show_settings()
@@ -642,3 +607,85 @@ class ChatPane(Pane):
         field.value = text
         field.cursor_position = len(text)
         field.focus()
+
+
+# ---- the slash commands: one table, the help is made from it -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SlashCommand:
+    name: str
+    args: str                                   # how the argument is written in the help ("" for none)
+    help: str
+    handler: Callable[[ChatPane, str], None]
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def usage(self) -> str:
+        return f"{self.name} {self.args}".strip()
+
+
+def _set_temperature(pane: ChatPane, arg: str) -> None:
+    pane.session.settings.temperature = check_temperature(parse_number(arg, "temperature"))
+
+
+def _set_top_p(pane: ChatPane, arg: str) -> None:
+    pane.session.settings.top_p = check_top_p(parse_number(arg, "top_p"))
+
+
+def _set_max(pane: ChatPane, arg: str) -> None:
+    pane.session.settings.max_tokens = (None if arg in ("off", "none", "")
+                                        else int(pane._number(arg, 1, 10**7, "max")))
+
+
+def _set_effort(pane: ChatPane, arg: str) -> None:
+    if arg not in EFFORT_LEVELS:
+        raise ChatInputError(f"effort must be one of {', '.join(EFFORTS)}")
+    pane.session.settings.reasoning_effort = arg
+
+
+def _set_thinking(pane: ChatPane, arg: str) -> None:
+    if arg not in ("on", "off"):
+        raise ChatInputError("/think on or /think off")
+    pane.session.settings.thinking = arg == "on"
+
+
+def _attach_image(pane: ChatPane, arg: str) -> None:
+    pane.session.attach_image(arg)
+    pane.notice(f"attached {arg} ({pane.session.pending_images} for the next message)", "ok.soft")
+
+
+def _set_tools(pane: ChatPane, arg: str) -> None:
+    pane.session.tools = None if arg == "off" else load_tools(arg)
+    if pane.session.tools:
+        pane.notice(f"tools: {', '.join(t['function']['name'] for t in pane.session.tools)}", "ok.soft")
+
+
+def _tool_result(pane: ChatPane, arg: str) -> None:
+    call_id, _, text = arg.partition(" ")
+    pane.send_tool_result(call_id, text)
+
+
+COMMANDS: tuple[SlashCommand, ...] = (
+    SlashCommand("/temp", "T", "sampling temperature", _set_temperature, ("/temperature",)),
+    SlashCommand("/top_p", "P", "nucleus sampling", _set_top_p),
+    SlashCommand("/max", "N|off", "the answer's token limit", _set_max),
+    SlashCommand("/effort", "|".join(EFFORTS), "reasoning effort", _set_effort),
+    SlashCommand("/think", "on|off", "thinking mode", _set_thinking),
+    SlashCommand("/image", "PATH", "attach an image to the next message", _attach_image),
+    SlashCommand("/tools", "PATH|off", "offer the tools of a JSON file", _set_tools),
+    SlashCommand("/tool", "ID TEXT", "answer a pending tool call", _tool_result),
+    SlashCommand("/save", "PATH", "save the conversation", lambda pane, arg: pane.save(arg)),
+    SlashCommand("/load", "PATH", "load a saved conversation", lambda pane, arg: pane.load(arg)),
+    SlashCommand("/clear", "", "start afresh", lambda pane, arg: pane.action_clear()),
+    SlashCommand("/help", "", "this list", lambda pane, arg: _show_help(pane)),
+)
+BY_NAME = {name: c for c in COMMANDS for name in (c.name, *c.aliases)}
+HELP = "commands: " + " · ".join(c.usage for c in COMMANDS if c.name != "/help")
+"""One line, for the refusal of an unknown command."""
+HELP_TABLE = "\n".join(f"{c.usage:<{max(len(d.usage) for d in COMMANDS)}}  {c.help}" for c in COMMANDS)
+"""What /help shows: each command with its argument and what it does."""
+
+
+def _show_help(pane: ChatPane) -> None:
+    pane.notice(HELP_TABLE, "highlight")

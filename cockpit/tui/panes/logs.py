@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ from cockpit.locations import logs_save_dir
 from cockpit.recipe.containers import worth_following
 from cockpit.telemetry.logfilter import FilteredView, FilterError, LineFilter
 from cockpit.telemetry.logfollow import NO_CONTAINER, FollowEvent, follow
+from cockpit.telemetry.loginbox import Inbox, take_slice
 from cockpit.telemetry.logline import LogLine, save_lines
 from cockpit.telemetry.logstore import DEFAULT_CAPACITY, LogStore
 from cockpit.tui.context import CockpitContext
@@ -93,65 +93,6 @@ class _FilteredSource:
 
     def entry(self, index: int) -> tuple[LogLine | None, int]:
         return self.view.lines[index], self.view.kinds[index]
-
-
-class Inbox:
-    """One reader's lines waiting for the next flush, as columns (no object per line lives on: a queue
-    of tuples kept the garbage collector busy); bounded, the oldest lines go first (counted in `lost`)."""
-
-    __slots__ = ("capacity", "lost", "stamps", "texts")
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self.stamps: list[int] = []
-        self.texts: list[str] = []
-        self.lost = 0
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def push(self, ts: int, text: str) -> None:
-        self.stamps.append(ts)
-        self.texts.append(text)
-        if len(self.texts) > self.capacity + 1024:
-            self._bound()
-
-    def extend(self, lines: Sequence[LogLine]) -> None:
-        self.stamps.extend(line.ts for line in lines)
-        self.texts.extend(line.text for line in lines)
-        if len(self.texts) > self.capacity:
-            self._bound()
-
-    def _bound(self) -> None:
-        extra = len(self.texts) - self.capacity
-        del self.stamps[:extra], self.texts[:extra]
-        self.lost += extra
-
-    def take(self, count: int) -> tuple[list[int], list[str]]:
-        """The oldest `count` lines, removed."""
-        if count >= len(self.texts):
-            out = (self.stamps, self.texts)
-            self.stamps, self.texts = [], []
-            return out
-        out = (self.stamps[:count], self.texts[:count])
-        del self.stamps[:count], self.texts[:count]
-        return out
-
-
-def take_slice(inboxes: dict[int, Inbox], limit: int) -> dict[int, tuple[list[int], list[str]]]:
-    """At most about `limit` lines from the inboxes, the same stretch of time from each (so a backlog
-    does not turn into lines that arrive late for the merged view)."""
-    waiting = {rank: inbox for rank, inbox in inboxes.items() if inbox}
-    if not waiting:
-        return {}
-    share = max(1, limit // len(waiting))
-    cut = min((inbox.stamps[share - 1] for inbox in waiting.values() if len(inbox) > share), default=None)
-    out = {}
-    for rank, inbox in waiting.items():
-        count = len(inbox) if cut is None else min(bisect_right(inbox.stamps, cut), limit)
-        if count:
-            out[rank] = inbox.take(count)
-    return out
 
 
 class LogsPane(Pane):

@@ -24,6 +24,7 @@ from textual.containers import Vertical
 from textual.widgets import Collapsible, Static
 
 from cockpit.api import SmokeStep, StreamStats, ToolCall
+from cockpit.api.stream import stats_parts
 from cockpit.safetext import neutralise, neutralise_block
 
 
@@ -41,22 +42,7 @@ def stats_text(stats: StreamStats | None, finish: str | None, *, streaming: bool
 
     ``waited``: whole seconds the answer has waited for its first token so far (shown while it waits).
     """
-    parts: list[str] = []
-    if stats is not None and stats.ttft_s is not None:
-        parts.append(f"TTFT {stats.ttft_s:.2f} s")
-    elif streaming:
-        parts.append("waiting for the first token" + (f" · {waited} s" if waited is not None else ""))
-    tps = stats.decode_tps if stats is not None else None
-    if tps is not None:
-        parts.append(f"{tps:.1f} tok/s")
-    elif streaming:
-        parts.append("tok/s when usage arrives")
-    if stats is not None and stats.completion_tokens is not None:
-        parts.append(f"{stats.completion_tokens} tokens")
-    if finish:
-        parts.append(f"finish {finish}")
-    elif streaming:
-        parts.append("streaming…")
+    parts = stats_parts(stats, finish, streaming=streaming, waited=waited, estimates=False)
     if note:
         parts.append(note)
     if streaming:
