@@ -298,9 +298,14 @@ async def run(cycles: int, hogs: int) -> dict[str, Any]:
                 loads.append(os.getloadavg()[0])
             finally:
                 sim.down(root)
+            so_far = sum(len(t.wrong_final) + len(t.wrong_rank) + len(t.transient) for t in tallies.values())
             print(
-                f"  cycle {n + 1}/{cycles} done, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True
+                f"  cycle {n + 1}/{cycles} done, load {os.getloadavg()[0]:.1f}; wrong so far {so_far} in "
+                f"{sum(t.runs for t in tallies.values())} runs", file=sys.stderr, flush=True
             )
+            for t in tallies.values():
+                for what in (*t.wrong_final, *t.wrong_rank, *t.transient):
+                    print(f"    wrong: {what}", file=sys.stderr, flush=True)
     finally:
         for p in procs:
             p.terminate()
