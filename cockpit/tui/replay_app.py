@@ -71,6 +71,9 @@ class ReplayLaunchPane(LaunchPane):
     def _commands_text(self) -> Text:
         return Text(LAUNCH_NOT_RECORDED, style="muted")
 
+    def _stacks_hint(self) -> str:
+        return ""                       # stacks are read from a host: not in a replay
+
     def stats_changed(self) -> None:
         """The replay moved (the app tells every pane so): redraw at the new time."""
         if self.is_mounted:
