@@ -270,7 +270,10 @@ class ClusterWatcher:
             tl = self._reset(rank)
         if previous in ("?", None) and state.id != tl.container_id and not self._launching:
             self.timeline.launch_in_progress = None            # a container came: who launched it is re-read
-        if tl.pending == READING_CONTAINER or (not tl.spans and rank not in self._from_start):
+        # a rank is unread until its log is; a log already read for this container (seen `created`, with no
+        # line yet, before it ran) stays read: its next follower resumes after it and never reads it again
+        if tl.pending == READING_CONTAINER or (not tl.spans and rank not in self._from_start
+                                               and rank not in self._tail_read):
             tl.pending = READING_LOG
         rec = self.ledger.records().get(rank)      # one read of the ledger per look
         unrecorded = rec is None or rec.container_id != state.id

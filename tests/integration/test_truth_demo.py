@@ -316,3 +316,25 @@ async def test_a_head_judged_stuck_is_still_probed_and_ready_when_its_api_answer
         await watcher.probe()          # the API answers: the head moved on, it was not stuck
         assert head.failure is None and head.ready, (head.failure, head.phase)
         await watcher.close()
+
+
+async def test_a_launch_by_another_cockpit_is_read_on_every_rank(fresh_demo_cluster) -> None:
+    """A TUI open on a cluster with no container while another cockpit (the CLI) launches it: every rank
+    is read and judged (seen in tmux: ranks left "UNKNOWN: reading its log" for good on a READY boot)."""
+    cluster = fresh_demo_cluster
+    _short_limits(cluster)
+    cfg = cluster.config
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        await prepare_hosts(fleet, cfg)
+        watcher = ClusterWatcher(fleet, cfg, ledger=Ledger(cfg), stuck_limits=phase_limits(300))
+        async with watcher:
+            assert await watcher.first_look(30)
+            assert watcher.timeline.verdict.state == "idle", watcher.timeline.verdict
+            res = await asyncio.to_thread(cli, cluster, "launch", "--yes", "--json", "--phase-limit", "300")
+            assert res.returncode == 0, res.stdout[-2000:] + res.stderr
+            t0 = time.monotonic()
+            while watcher.timeline.verdict.state != "ready" and time.monotonic() - t0 < 60:
+                await asyncio.sleep(0.2)
+            pending = {r: t.pending for r, t in watcher.timeline.ranks.items()}
+            assert watcher.timeline.verdict.state == "ready", (watcher.timeline.verdict, pending)
