@@ -1,10 +1,11 @@
 """`launch`, `status`, `stop`: the staged launch (recipe steps 6–7) without a screen.
 
-`launch` dry-runs every rank, passes the launch gate (`recipe.launch.launch_gate`: hosts, containers in the
-way, preflight), takes the cluster lock on rank 0's host, asks for confirmation (or --yes), with
---replace-stopped archives and removes the stopped containers this cockpit started, launches ranks N-1 … 1
-then 0, streams phase events (on a terminal one live line per rank, `cockpit.cli.progress`; every event as a
-line with `-v`, a pipe or `--json`), and exits 0 when the API is ready, 1 with the cause when a rank fails.
+`launch` dry-runs every rank, then runs the one launch procedure (`recipe.launch_run.run_launch`): under the
+cluster lock on rank 0's host, the launch gate (hosts, containers in the way, a full preflight), confirmation
+(or --yes), with --replace-stopped the archive and removal of the stopped containers this cockpit started,
+and the launch of ranks N-1 … 1 then 0; it prints the procedure's notes, streams phase events (on a terminal
+one live line per rank, `cockpit.cli.progress`; every event as a line with `-v`, a pipe or `--json`), and
+exits 0 when the API is ready, 1 with the cause when a rank fails.
 `status` is one look of the live model (read-only, also for a cluster launched by hand). `stop` stops only
 the containers this cockpit started, head first, with `docker stop`, under the same lock.
 """

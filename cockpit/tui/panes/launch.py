@@ -7,8 +7,8 @@ ConfirmCommands dialog; refused while the gate is closed unless the operator tic
 override), `R` relaunch (archive the logs of the stopped containers this cockpit started, remove them,
 launch), `s` stop (head first, only containers this cockpit started), `r` look again now (the keys as
 bound by default; `[ui.keymap]` may remap them, and every hint shows the key bound now). A launch or
-stop holds the cluster lock on rank 0's host. All host work runs in workers; results come back as
-messages (`cockpit.tui.messages`).
+stop holds the cluster lock on rank 0's host; the launch is `recipe.launch_run.run_launch`, as the CLI's.
+All host work runs in workers; results come back as messages (`cockpit.tui.messages`).
 
 Layout: the verdict and the latest notice stay on top; below them one scrolling body (it takes the
 keyboard: arrows and page keys scroll it) holds what to do about the verdict, the timeline with its
