@@ -134,6 +134,7 @@ def run_async(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
         except ImportError:
             loop = None
     loop = loop or asyncio.new_event_loop()
+    loop.set_exception_handler(_quiet_interrupts)
     try:
         return loop.run_until_complete(coro)
     finally:
@@ -145,6 +146,15 @@ def run_async(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
         with contextlib.suppress(Exception):
             loop.run_until_complete(asyncio.wait_for(loop.shutdown_asyncgens(), SHUTDOWN_GRACE))
         loop.close()
+
+
+def _quiet_interrupts(loop: Any, context: dict[str, Any]) -> None:
+    """Ctrl-C lands in whichever task was running; that task keeps the KeyboardInterrupt the command's own
+    handler reports ("interrupted: …"). asyncio would also print it as a traceback ("exception was never
+    retrieved") when the task is collected: not for an interrupt. Every other error is reported as before."""
+    if isinstance(context.get("exception"), KeyboardInterrupt | SystemExit):
+        return
+    loop.default_exception_handler(context)
 
 
 def run_async_fast(coro: Coroutine[Any, Any, T]) -> T:

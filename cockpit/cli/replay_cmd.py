@@ -41,7 +41,8 @@ def open_replay(args: argparse.Namespace) -> tuple[Path, ClusterConfig, Replay, 
         raise usage_error(f"--speed {args.speed:g}: give a speed above 0 and at most 3600")
     path = path_for(cfg)
     try:
-        replay = Replay(path, list(cfg.ranks), cfg.stats.interval_s, cfg.cluster.name)
+        replay = Replay(path, list(cfg.ranks), cfg.stats.interval_s, cfg.cluster.name,
+                        cfg.engine.hang_after_s)
     except FileNotFoundError:
         raise CliError(f"no recording of cluster {cfg.cluster.name} to replay: {path} does not exist (the "
                        "cockpit, `stats --watch` and `status --watch-engine` record while they run, and "

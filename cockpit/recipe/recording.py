@@ -148,13 +148,14 @@ class Recording:
             lv = event.liveness
             self.event("engine", f"engine {lv.state}: {lv.message}", data=lv.to_dict(), at=now)
         elif isinstance(event, T.PhaseEntered):
-            self.event("phase", f"rank {event.rank}: {event.phase.value}", rank=event.rank, at=event.at)
+            self.event("phase", f"rank {event.rank}: {event.phase.value}", rank=event.rank, at=event.at,
+                       data={"phase": event.phase.value})
         elif isinstance(event, T.RankStopped | T.RankUnknown | T.RankRecovered):
             word = ("stopped" if isinstance(event, T.RankStopped)
                     else "unknown" if isinstance(event, T.RankUnknown) else "recovered")
             text = (f"rank {event.rank} stopped ({event.detail})" if isinstance(event, T.RankStopped)
                     else f"rank {event.rank} {word}: {event.detail}")
-            self.event(word, text, rank=event.rank, at=event.at)
+            self.event(word, text, rank=event.rank, at=event.at, data={"detail": _text(event.detail)})
         if timeline is not None:
             self._note_conditions(timeline, event, now)
 

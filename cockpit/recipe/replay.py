@@ -6,7 +6,9 @@ core models the live panes render, as they stood at a moving replay time.
 - `Replay(path, ranks, interval_s)`: the recording, opened read-only. `state_at(t)` rebuilds what the
   cockpit knew at `t`: a `ClusterStats` (each rank's newest recorded figures and the recorded points
   before them as its history, rank 0's engine figures, the alerts raised and not yet cleared), the
-  verdict (the newest recorded verdict change) and the recorded events up to then.
+  verdict (the newest recorded verdict change), the live model of the cluster (`ClusterTimeline`: every
+  rank's phases, failure, stop, host; the API status and the engine's liveness) rebuilt from the recorded
+  events (`recipe.replay_timeline`), and the recorded events up to then.
 
 What is not recorded (logs, chat, bench runs' turns, setup output, host connections) is not rebuilt:
 the replay says so instead of showing anything live.
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from cockpit.recipe.replay_timeline import timeline_at
+from cockpit.recipe.timeline import ClusterTimeline
 from cockpit.recipe.timeline_events import ClusterVerdict
 from cockpit.telemetry.cluster_stats import (
     ENGINE_SERIES,
@@ -113,6 +117,7 @@ class ReplayState:
     stats: ClusterStats
     verdict: ClusterVerdict
     events: tuple[Event, ...]
+    timeline: ClusterTimeline
 
 
 def span(path: Path) -> tuple[float, float] | None:
@@ -134,11 +139,13 @@ def span(path: Path) -> tuple[float, float] | None:
 class Replay:
     """A recording read back as the models stood at a time (see the module doc)."""
 
-    def __init__(self, path: Path, ranks: list[int], interval_s: float, cluster: str = "") -> None:
+    def __init__(self, path: Path, ranks: list[int], interval_s: float, cluster: str = "",
+                 hang_after_s: float = 90.0) -> None:
         self.path = path
         self.ranks = list(ranks)
         self.interval_s = interval_s
         self.cluster = cluster
+        self.hang_after_s = hang_after_s
         found = span(path)
         if found is None:
             raise RecordingUnreadable("the recording holds nothing yet")
@@ -167,7 +174,10 @@ class Replay:
         if engine_rows:
             stats.engine = _engine_reading(engine_rows[-1])
         stats.set_alerts(alerts_at(events))
-        return ReplayState(t, stats, verdict_at(events), tuple(events))
+        verdict = verdict_at(events)
+        timeline = timeline_at(events, self.ranks, self.hang_after_s)
+        timeline.restore_verdict(verdict)
+        return ReplayState(t, stats, verdict, tuple(events), timeline)
 
 
 def _int(value: object) -> int | None:

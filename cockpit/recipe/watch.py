@@ -515,7 +515,10 @@ class ClusterWatcher:
         all the same (it may be served some other way), and reported as it answers."""
         head = self.timeline[min(self.timeline.ranks)]
         gone = head.container is not None and not head.container.running
-        if self.api_url is None and (gone or head.failed or head.stop_began is not None):
+        # "stuck" is a judgement of absence (no progress within the limit), withdrawn when the rank moves on:
+        # the API is still probed, else a slow head that does come up would stay failed for good
+        failed = head.failure is not None and head.failure.source != "stuck"
+        if self.api_url is None and (gone or failed or head.stop_began is not None):
             if head.rank in self._seen and self.timeline.api != NO_ENGINE:
                 self.timeline.liveness, self._last_sample = None, None   # nothing serves: no liveness
                 self.hang = HangTracker(self.cfg.engine.hang_after_s)

@@ -7,9 +7,13 @@ rows at the replay time are fed into the same core models the live panes render 
 (`ctx.monitor.stats`: per-rank figures and history, engine figures, alerts) and the verdict
 (`ctx.watcher.timeline`) — and the panes are told, as the live monitor tells them.
 
-Panes with nothing recorded (Hosts, Preflight, Setup, Logs, Chat, Bench, Commands) say so; the Launch pane
-lists the recorded verdict and condition changes, failures, hosts lost and back and launches / stops up to
-the replay time (the launch timeline itself is not rebuilt).
+The live model of the cluster is rebuilt from the recorded events at the replay time
+(`ReplayState.timeline`: phases, failures, stops, hosts, the API status and the engine's liveness) and put
+where the live watcher keeps it (`ctx.watcher.timeline`), so the header's verdict and API line, the Launch
+pane's per-rank timeline and the "which rank is stuck" block are drawn by their own code, as they looked
+then. The Launch pane in a replay reads no host (no dry run, look again or stacks) and says what the
+recording does not keep. Panes with nothing recorded (Hosts, Preflight, Setup, Logs, Chat, Bench,
+Commands) say so.
 
 Keys: space pause / run, ←/→ 10 s, shift+←/→ 1 min, g go to a time, + / - speed.
 """
@@ -22,24 +26,26 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from cockpit.config import ClusterConfig
-from cockpit.recipe.recording import event_line, parse_when
+from cockpit.recipe.recording import parse_when
 from cockpit.recipe.replay import NOT_RECORDED, Replay, ReplayClock, stamp
+from cockpit.recipe.watch import ClusterWatcher
 from cockpit.safetext import safe
 from cockpit.tui.app import PANES, CockpitApp
+from cockpit.tui.context import CockpitContext
 from cockpit.tui.dialogs import EventsScreen
 from cockpit.tui.dialogs.prompt import PathPrompt
 from cockpit.tui.header import ClusterHeader
 from cockpit.tui.pane import Pane
+from cockpit.tui.panes.launch import LaunchPane
 
-REPLAYED = {"stats"}                  # panes that render the replayed models as they are
-LISTED = {"launch"}                   # panes that show the recorded events instead
-LAUNCH_KINDS = ("verdict", "condition", "failure", "host-lost", "host-back", "launch", "stop", "relaunch",
-                "stopped", "recovered", "unknown", "api", "engine")
-MAX_LISTED = 400
+REPLAYED = {"stats", "launch"}        # panes that render the replayed models as they are
+LAUNCH_NOT_RECORDED = ("replay: the launch as recorded up to the replay time. Not recorded, so not shown: "
+                       "log lines (a failure keeps its last recorded lines), loading progress, container "
+                       "IDs and exit codes, dry runs. No host is read: dry run, look again and stacks are "
+                       "off.")
 REPLAY_ACTIONS = ("replay_pause", "replay_move", "replay_go", "replay_speed")
 
 
@@ -52,42 +58,34 @@ class NotRecordedPane(Pane):
         yield Static(Text(f"{self.TITLE}: {NOT_RECORDED}", style="muted"), id="not-recorded")
 
 
-class RecordedEventsPane(Pane):
-    """The Launch pane in a replay: the recorded verdict and condition changes (and failures, hosts lost
-    and back, launches and stops) up to the replay time, newest last."""
+class ReplayLaunchPane(LaunchPane):
+    """The Launch pane on the replayed model: drawn at the replay time, reading no host."""
 
-    can_focus = True
-    DEFAULT_CSS = "RecordedEventsPane > VerticalScroll > Static { padding: 0 1; }"
+    def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
+        super().__init__(ctx, id=id, classes=classes)
+        self.clock = ctx.now
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(can_focus=False):
-            yield Static(id="recorded-events")
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return False                    # every action of the pane reads or changes a host
 
-    def on_mount(self) -> None:
-        self.refresh_view()
+    def _commands_text(self) -> Text:
+        return Text(LAUNCH_NOT_RECORDED, style="muted")
+
+    def _stacks_hint(self) -> str:
+        return ""                       # stacks are read from a host: not in a replay
 
     def stats_changed(self) -> None:
-        if self.shown:
+        """The replay moved (the app tells every pane so): redraw at the new time."""
+        if self.is_mounted:
             self.refresh_view()
 
-    def on_show(self) -> None:
-        self.refresh_view()
 
-    def refresh_view(self) -> None:
-        if not self.is_mounted or not self.children:
-            return
-        events = [e for e in getattr(self.app, "replay_events", ()) if e.kind in LAUNCH_KINDS]
-        text = Text.assemble((f"{self.TITLE} (replay): ", "bold"),
-                             ("the recorded verdict and condition changes up to the replay time; the launch "
-                              "timeline itself is not rebuilt in a replay", "muted"), "\n")
-        if not events:
-            text.append("nothing of the launch recorded before this time", style="muted")
-        for e in events[-MAX_LISTED:]:
-            text.append("\n" + safe(event_line(e), 600),
-                        style="accent" if e.kind == "verdict" else "fail" if e.kind == "failure" else "")
-        found = self.query("#recorded-events")
-        if found:
-            found.first(Static).update(text)
+class ReplayedWatcher(ClusterWatcher):
+    """The watcher of a replay: never started; its model is the recording's, what the cockpit had judged
+    then, so it has always looked (never "looking at the hosts …")."""
+
+    def looked(self) -> bool:
+        return True
 
 
 def _stand_in(base: type[Pane], cls: type[Pane]) -> type[Pane]:
@@ -117,6 +115,7 @@ class ReplayApp(CockpitApp):
         self.replay = replay
         self.clock = clock
         self.ctx.replay = clock
+        self.ctx.watcher = ReplayedWatcher(self.fleet, config, probe_api=False)
         self.replay_events: tuple[object, ...] = ()
         self._shown_at: float | None = None
         self._version = 0
@@ -126,7 +125,7 @@ class ReplayApp(CockpitApp):
         with TabbedContent(id="panes"):
             for number, (pid, cls) in enumerate(PANES, start=1):
                 with TabPane(f"{number} {cls.TITLE}", id=pid):
-                    shown = (cls if pid in REPLAYED else _stand_in(RecordedEventsPane, cls) if pid in LISTED
+                    shown = (ReplayLaunchPane if pid == "launch" else cls if pid in REPLAYED
                              else _stand_in(NotRecordedPane, cls))
                     yield shown(self.ctx, id=f"{pid}-pane")
         yield Footer()
@@ -147,7 +146,7 @@ class ReplayApp(CockpitApp):
         self._version += 1
         state.stats.version = self._version      # a new model: never mistaken for the one drawn before
         self.ctx.monitor.stats = state.stats
-        self.ctx.watcher.timeline.restore_verdict(state.verdict)
+        self.ctx.watcher.timeline = state.timeline      # the model as it stood then, its verdict recorded
         self.replay_events = state.events
         if self.panes():
             self._broadcast(lambda pane: pane.stats_changed())

@@ -17,6 +17,7 @@ from test_launch_demo import cli, prepare_hosts
 from cockpit.hosts import Fleet
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
+from cockpit.recipe.phases import Phase
 from cockpit.recipe.replace import execute_replace, plan_replace
 from cockpit.recipe.stop import execute_stop, plan_stop
 from cockpit.recipe.timeline import LaunchEvent
@@ -293,3 +294,25 @@ async def test_a_failing_watcher_loop_says_so_and_comes_back(fresh_demo_cluster,
     assert "the tick failed: OSError: injected ledger error" in summaries
     assert "the API probe failed: ValueError: injected probe bug" in summaries
     assert not {s[0] for s in sampler.seen} & {"down", "incomplete"}
+
+
+async def test_a_head_judged_stuck_is_still_probed_and_ready_when_its_api_answers(fresh_demo_cluster) -> None:
+    """Found by perf/truth.py at load 15: on a starved machine the head stayed in 'API starting' past its
+    limit and was judged stuck; the watcher then stopped probing the API (as for a head that really failed),
+    so the judgement was never withdrawn: DOWN for good on a cluster that came up serving."""
+    await _launched(fresh_demo_cluster)
+    cfg = fresh_demo_cluster.config
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(20)
+        watcher = ClusterWatcher(fleet, cfg, ledger=Ledger(cfg))
+        head = watcher.timeline[0]
+        head.pending = ""
+        now = time.time()
+        head.feed_line("(APIServer pid=1) INFO [entry.py:140] Starting vLLM server on http://0.0.0.0:8000",
+                       now - 60)
+        assert head.phase is Phase.API_START
+        head.check_stuck(now, phase_limits(LIMIT_S))
+        assert head.failure is not None and head.failure.source == "stuck"
+        await watcher.probe()          # the API answers: the head moved on, it was not stuck
+        assert head.failure is None and head.ready, (head.failure, head.phase)
+        await watcher.close()

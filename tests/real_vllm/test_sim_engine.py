@@ -235,16 +235,30 @@ def test_sigkill_engine_core_fails_rank_0_with_the_logs_cause(real_cluster: Real
     real_cluster.steps["killed"] = True
 
 
-async def test_relaunch_then_stop_with_an_answer_streaming_is_a_stop(real_cluster: RealCluster) -> None:
-    real_cluster.need("killed")
-    stop = await asyncio.to_thread(real_cluster.cli, "stop", "--yes", "--json")
-    assert stop.returncode == 0, stop.stdout + stop.stderr
-    res = await asyncio.to_thread(real_cluster.cli, "launch", "--yes", "--replace-stopped", "--json",
+async def _relaunch(cluster: RealCluster) -> None:
+    res = await asyncio.to_thread(cluster.cli, "launch", "--yes", "--replace-stopped", "--json",
                                   timeout=LAUNCH_TIMEOUT_S)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
     assert _launch_events(res)[-1]["state"] == "ready"
-    code, report = real_cluster.status()
+    code, report = cluster.status()
     assert code == 0 and report["verdict"]["state"] == "ready", report["verdict"]
+
+
+def _stopped_cleanly(cluster: RealCluster) -> None:
+    _, report = cluster.status()
+    assert report["verdict"]["state"] == "stopped", report["verdict"]
+    assert [r["condition"] for r in report["ranks"]] == ["stopped"] * 4, report["ranks"]
+    assert all(r["failure"] is None for r in report["ranks"]), report["ranks"]
+
+
+async def test_relaunch_then_stop_with_an_answer_streaming_is_a_stop(real_cluster: RealCluster) -> None:
+    """The drain's differential: what tests/integration/test_stop_demo.py asserts of the simulated engine,
+    here of real vLLM's /metrics (its running gauge) and its answer. Then the stop without a drain: SIGTERM
+    with the stream open (real vLLM waits for its client) is a stop, never a crash."""
+    real_cluster.need("killed")
+    stop = await asyncio.to_thread(real_cluster.cli, "stop", "--yes", "--json")
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    await _relaunch(real_cluster)
 
     cfg = load_config(real_cluster.config)
     async with Fleet(cfg) as fleet:
@@ -252,10 +266,23 @@ async def test_relaunch_then_stop_with_an_answer_streaming_is_a_stop(real_cluste
         url = await api_url_via_tunnel(fleet, cfg.cluster.api_port)
         async with ApiClient(url) as client:
             held = await _held_answer(client)
-            stop = await asyncio.to_thread(real_cluster.cli, "stop", "--yes", "--json")
+            stop = await asyncio.to_thread(real_cluster.cli, "stop", "--yes", "--json", "--drain=900",
+                                           timeout=1200)
+            answer = await asyncio.wait_for(held, 60)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    data = json.loads(stop.stdout)
+    assert data["in_flight"]["running"] >= 1 and data["drain"]["outcome"] == "drained", data
+    assert [o["rank"] for o in data["stopped"]] == [0, 1, 2, 3] and all(o["ok"] for o in data["stopped"])
+    assert answer.finish_reason == "length" and answer.usage is not None, answer   # the whole answer, not cut
+    _stopped_cleanly(real_cluster)
+
+    await _relaunch(real_cluster)
+    async with Fleet(cfg) as fleet:
+        assert await fleet.wait_connected(30)
+        url = await api_url_via_tunnel(fleet, cfg.cluster.api_port)
+        async with ApiClient(url) as client:
+            held = await _held_answer(client)
+            stop = await asyncio.to_thread(real_cluster.cli, "stop", "--yes", "--json", "--no-drain")
             assert stop.returncode == 0, stop.stdout + stop.stderr
             held.cancel()
-    code, report = real_cluster.status()
-    assert report["verdict"]["state"] == "stopped", report["verdict"]
-    assert [r["condition"] for r in report["ranks"]] == ["stopped"] * 4, report["ranks"]
-    assert all(r["failure"] is None for r in report["ranks"]), report["ranks"]
+    _stopped_cleanly(real_cluster)

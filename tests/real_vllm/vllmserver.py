@@ -4,7 +4,6 @@ fixtures are in conftest.py)."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import resource
 import signal
@@ -12,7 +11,6 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,24 +30,6 @@ def vllm_python() -> Path | None:
         return None
     py = os.environ.get("R37_VLLM_PYTHON")
     return Path(py) if py and Path(py).is_file() else None
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("R37_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "r37-cockpit")
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    with path.open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def tiny_model(py: Path) -> Path:

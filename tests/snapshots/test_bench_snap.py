@@ -18,6 +18,7 @@ from cockpit.tui.panes.bench import BenchPane
 
 SIZE = (160, 48)
 OUT = Path("/srv/bench/results/2026-03-14T12-00-00Z")
+STATE = Path("/srv/state")
 MODEL = "deepseek-v4.1-flash"
 CATS = ("prose", "coding", "json")
 
@@ -138,3 +139,35 @@ def test_bench_plots_at_80x24(snap_compare, fixed_config) -> None:
 async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
     """The matrix's Bench state: a finished quick run with the card comparison."""
     await _finished(app, pilot)
+
+
+def test_bench_options_chosen(snap_compare, fixed_config) -> None:
+    """Repeat and depth chosen (`o`): the status line and the command line a start runs show them."""
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        pane = await _open(app, pilot)
+        pane.results_base = STATE          # the records' place shown: fixed, not the test's tmp dir
+        pane._options_chosen((3, (0, 8192, 32768)))
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_bench_options_dialog_refuses_bad_input(snap_compare, fixed_config) -> None:
+    """The options dialog with a bad depth: the CLI's message, the dialog still open."""
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        pane = await _open(app, pilot)
+        pane.results_base = STATE
+        pane.refresh_view()
+        await pilot.press("o")
+        await pilot.pause()
+        field = app.screen.query_one("#bench-depth")
+        field.value = "0,8k,lots"  # type: ignore[attr-defined]
+        field.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)

@@ -77,7 +77,7 @@ def test_stats_pane_marks_rank_2(snap_compare, fixed_config, monkeypatch) -> Non
         app.action_show_pane("stats")
         await pilot.pause()
         app.query_one(StatsPane).refresh_view()
-        app.refresh_header()      # the model was filled directly: no event told the header (its tick may not run)
+        app.refresh_header()      # the model was filled directly: no event told the header
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(160, 48), run_before=before)

@@ -155,3 +155,60 @@ async def test_cancel_keeps_the_records_marked_cancelled(fixed_config: ClusterCo
         while (s := await read_sample(client)).running + s.waiting and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert s.running + s.waiting == 0
+
+
+async def _choose(pilot: Any, repeat: str, depth: str) -> None:
+    """o, then type the two fields (each cleared first) and Enter through them."""
+    app = pilot.app
+    await pilot.press("o")
+    await pilot.pause()
+    from textual.widgets import Input
+    for selector, value in (("#bench-repeat", repeat), ("#bench-depth", depth)):
+        field = app.screen.query_one(selector, Input)
+        field.value = ""
+        field.focus()
+        await pilot.press(*value, "enter")
+        await pilot.pause()
+
+
+async def test_repeat_and_depth_reach_the_runner(fixed_config: ClusterConfig, engine_url: str,
+                                                 tmp_path: Path) -> None:
+    """The options chosen in the pane are the run's: the runner measures each cell twice and the depth
+    cells given, and the run's config record says so (then the run is cancelled)."""
+    app = _app(fixed_config, engine_url)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("8")
+        pane = app.query_one(BenchPane)
+        pane.results_base = tmp_path
+        await _choose(pilot, "2", "0,1k")
+        assert (pane.repeat, pane.depths) == (2, (0, 1024))
+        assert "will run: r37-cockpit bench --suite quick --repeat 2 --depth 0,1k" in _screen(app)
+        await pilot.press("r")
+        await _until(pilot, lambda: pane.runner is not None or pane.phase == "refused", 60)
+        assert pane.phase != "refused", pane.refusal
+        runner = pane.runner
+        assert runner is not None and (runner.repeat, runner.depths) == (2, (0, 1024))
+        assert "repeat 2" in _screen(app) and "depth 0,1k" in _screen(app)
+        await pilot.press("x")
+        await _until(pilot, lambda: pane.phase == "finished", 60)
+        assert pane.out is not None
+        config = json.loads((pane.out / "config.json").read_text())
+        assert config["repeat"] == 2 and config["depth"] == [0, 1024]
+
+
+async def test_bad_options_are_said_and_change_nothing(fixed_config: ClusterConfig) -> None:
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("8")
+        pane = app.query_one(BenchPane)
+        for repeat, depth, said in (("0", "", "--repeat takes 1 to 100, not 0"),
+                                    ("two", "", "--repeat takes a whole number"),
+                                    ("3", "8x", "--depth takes token counts like 0,8k,32k")):
+            await _choose(pilot, repeat, depth)
+            error = str(app.screen.query_one("#bench-options-error", Static).render())
+            assert said in error, error
+            assert app.screen is not app.screen_stack[0]          # the dialog stays open
+            await pilot.press("escape")
+            await pilot.pause()
+        assert (pane.repeat, pane.depths) == (1, ())
+        assert pane.options().repeat == 1 and pane.options().depths == ()

@@ -6,9 +6,21 @@ with nothing recorded say so; the clock pauses, moves, goes to a typed time and 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
-from replayscene import ALERT_AT, CLEARED_AT, DOWN_AT, END, READY_AT, T0, record_scene
+from replayscene import (
+    ALERT_AT,
+    CLEARED_AT,
+    DOWN_AT,
+    END,
+    HUNG_AT,
+    READY_AT,
+    STOPPED_AT,
+    T0,
+    record_launch,
+    record_scene,
+)
 from rich.console import Console
 from textual.widgets import Static
 
@@ -18,14 +30,18 @@ from cockpit.recipe.replay import NOT_RECORDED, Replay, ReplayClock, alerts_at, 
 from cockpit.tui.dialogs import EventsScreen
 from cockpit.tui.dialogs.prompt import PathPrompt
 from cockpit.tui.header import ClusterHeader
+from cockpit.tui.panes.launch import LaunchPane
 from cockpit.tui.panes.stats import StatsPane
-from cockpit.tui.replay_app import ReplayApp
+from cockpit.tui.replay_app import LAUNCH_NOT_RECORDED, ReplayApp
+from cockpit.tui.widgets.stuck_view import StuckView
+from cockpit.tui.widgets.timeline import TimelineView
 
 SIZE = (160, 48)
 
 
-def replay_app(config: ClusterConfig, at: float) -> ReplayApp:
-    path = record_scene(config, path_for(config))
+def replay_app(config: ClusterConfig, at: float, scene: Callable[..., object] = record_scene) -> ReplayApp:
+    path = path_for(config)
+    scene(config, path)
     replay = Replay(path, list(config.ranks), 1.0, config.cluster.name)
     return ReplayApp(config, None, replay, ReplayClock(replay.start, replay.end, at, paused=True))
 
@@ -157,7 +173,17 @@ async def test_keys_pause_speed_go_to_and_events_up_to_then(fixed_config: Cluste
         assert not any(e.kind == "alert-cleared" for e in screen.events)
 
 
-async def test_unrecorded_panes_say_so_and_launch_lists_the_verdicts(fixed_config: ClusterConfig) -> None:
+def launch_text(app: ReplayApp) -> str:
+    """What the Launch pane shows (verdict, timeline, stuck block, failure, note), as plain text."""
+    pane = app.query_one(LaunchPane)
+    console = Console(width=400, record=True, file=io.StringIO())
+    for widget in (pane.query_one("#launch-verdict", Static), pane.query_one(TimelineView),
+                   pane.query_one(StuckView), pane.query_one("#launch-commands", Static)):
+        console.print(widget.render() if isinstance(widget, StuckView) else widget.content)
+    return console.export_text()
+
+
+async def test_unrecorded_panes_say_so(fixed_config: ClusterConfig) -> None:
     app = replay_app(fixed_config, T0 + DOWN_AT)
     async with app.run_test(size=SIZE) as pilot:
         for pid in ("logs", "chat", "bench", "setup", "hosts", "preflight", "commands"):
@@ -166,12 +192,43 @@ async def test_unrecorded_panes_say_so_and_launch_lists_the_verdicts(fixed_confi
             assert NOT_RECORDED in str(app.pane(pid).query_one("#not-recorded").render())
         app.action_show_pane("launch")
         await pilot.pause()
-        shown = str(app.pane("launch").query_one("#recorded-events").render())
-        assert "cluster ready" in shown and "cluster down: rank 2 failed first" in shown
-        await pilot.press("shift+left")               # a minute earlier: the down verdict is not yet
+        shown = launch_text(app)           # nothing of the launch recorded: every rank unknown, not pending
+        assert "cluster: rank 2 failed first: NCCL error" in shown
+        assert shown.count("UNKNOWN: not in the recording before this time") == 4 and "pending" not in shown
+
+
+async def test_the_launch_pane_and_header_redraw_the_recorded_launch(fixed_config: ClusterConfig) -> None:
+    """The Launch pane draws the per-rank timeline as the live model stood at the replay time, and the
+    header its verdict and API line; moving the clock redraws both; no host is read."""
+    app = replay_app(fixed_config, T0 + 24, record_launch)
+    async with app.run_test(size=SIZE) as pilot:
+        app.action_show_pane("launch")
         await pilot.pause()
-        shown = str(app.pane("launch").query_one("#recorded-events").render())
-        assert "cluster ready" in shown and "cluster down" not in shown
+        shown = launch_text(app)
+        assert "launching: 4/4 ranks started" in shown and LAUNCH_NOT_RECORDED.split(".")[0] in shown
+        rows: dict[str, str] = {}
+        for line in shown.splitlines():          # the bars' rows (the phase table's come after)
+            if line[:1].isdigit():
+                rows.setdefault(line.split()[0], line)
+        assert "loading weights" in rows["3"] and "distributed init" in rows["0"]
+        assert "launching  │  API not ready" in header(app)
+        for key in ("d", "r", "k", "l", "s"):          # no dry run, look again, stacks, launch or stop
+            assert app.screen.active_bindings.get(key) is None or not app.screen.active_bindings[key].enabled
+        await pilot.press("shift+right")                # T0+84: READY, the engine serving
+        await pilot.pause()
+        assert "READY ✔  │  API ready · serving" in header(app)
+        assert launch_text(app).count("✔") >= 4 and "which rank is stuck" not in launch_text(app)
+        await pilot.press("left", "right", "right")     # T0+94: hung
+        await pilot.pause()
+        assert app.clock.at == T0 + HUNG_AT + 4
+        assert "engine HUNG  │  API ready" in header(app)
+        shown = launch_text(app)
+        assert "which rank is stuck: rank 2 idle" in shown
+        await pilot.press("right", "right")             # T0+114: stopped
+        await pilot.pause()
+        assert app.clock.at >= T0 + STOPPED_AT
+        assert "stopped" in header(app) and "API" not in header(app)
+        assert launch_text(app).count("stopped") >= 4 and no_connection(app)
 
 
 async def test_the_command_line_at_opens_the_replay_there(fixed_config: ClusterConfig) -> None:

@@ -1,10 +1,12 @@
 """Bench pane: the card's benchmark (docs/benchmark-method.md), as ``r37-cockpit bench`` runs it.
 
-Choose the suite (quick, standard, full), start, watch the progress (cell, request n/N, elapsed, ETA, the
-last requests), cancel cleanly (the requests in flight are closed; the records are kept, marked
-cancelled). The run is set up by :mod:`cockpit.bench.session`, the CLI's own way: it refuses unless the
-live model says every rank is up (not looked at through ``--api-url``) and ``/metrics`` shows the API idle,
-and the refusal's reason and remedy are shown here with nothing started. Records go to
+Choose the suite (quick, standard, full) and the run options (`--repeat N`, `--depth 0,8k,32k`: a dialog
+that checks them with the CLI's parsers; the pane shows the command line they make), start, watch the
+progress (cell, request n/N, elapsed, ETA, the last requests), cancel cleanly (the requests in flight are
+closed; the records are kept, marked cancelled). The run is set up by :mod:`cockpit.bench.session`, the
+CLI's own way (the same options, the same runner): it refuses unless the live model says every rank is up
+(not looked at through ``--api-url``) and ``/metrics`` shows the API idle, and the refusal's reason and
+remedy are shown here with nothing started. Records go to
 ``<state dir>/bench/results/<UTC time>/`` (:func:`cockpit.locations.state_dir`), never in the
 checkout. When the run ends the summary shows: the
 decode, prefill, needle, checks and idle-probe figures and the card comparison, or, on the plots key,
@@ -41,6 +43,7 @@ from cockpit.recipe.recording import note_bench
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import safe
 from cockpit.tui.context import CockpitContext
+from cockpit.tui.dialogs.bench_options import BenchOptions, depths_text
 from cockpit.tui.pane import Pane
 from cockpit.tui.widgets.bench_plot import plots
 from cockpit.tui.widgets.bench_view import notes_block, progress_block, refusal_block, summary_block
@@ -49,7 +52,8 @@ from cockpit.tui.widgets.statusline import StatusLine
 Phase = Literal["idle", "checking", "running", "cancelling", "finished", "refused"]
 LAST_REQUESTS = 6
 MAX_NOTES = 50
-HINT_LABELS = {"cycle_suite": "suite", "start": "start", "cancel": "cancel", "toggle_plots": "plots/tables"}
+HINT_LABELS = {"cycle_suite": "suite", "options": "repeat/depth", "start": "start", "cancel": "cancel",
+               "toggle_plots": "plots/tables"}
 PHASE_LOOK = {"idle": ("○ ready to start", "muted"),
               "checking": ("… checking the cluster and the API", "warn.soft"),
               "running": ("● running", "warn.soft"), "cancelling": ("◌ cancelling", "warn"),
@@ -63,11 +67,12 @@ class BenchPane(Pane):
 
     TITLE = "Bench"
     HEADLESS = "r37-cockpit bench"
-    HINTS = ("cycle_suite", "start", "cancel", "toggle_plots")
+    HINTS = ("cycle_suite", "options", "start", "cancel", "toggle_plots")
     can_focus = True
 
     BINDINGS: ClassVar[list[Binding]] = [  # type: ignore[assignment]
         Binding("s", "cycle_suite", "Suite", id="bench.suite"),
+        Binding("o", "options", "Repeat/depth", id="bench.options"),
         Binding("r", "start", "Start", id="bench.start"),
         Binding("x", "cancel", "Cancel", id="bench.cancel"),
         Binding("p", "toggle_plots", "Plots", id="bench.plots"),
@@ -88,6 +93,8 @@ class BenchPane(Pane):
     def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
         super().__init__(ctx, id=id, classes=classes)
         self.suite: SuiteName = "quick"
+        self.repeat = 1                           # --repeat N
+        self.depths: tuple[int, ...] = ()         # --depth LIST
         self.show_plots = False
         self.refusal: Refusal | None = None
         self.cell: CellStarted | None = None
@@ -133,6 +140,10 @@ class BenchPane(Pane):
         if self.phase == "finished" and status in RUN_LOOK:
             label, role = RUN_LOOK[status]
         text = Text.assemble((label, role), "  suite ", (self.suite, "bold"))
+        if self.repeat > 1:
+            text.append_text(Text.assemble("  repeat ", (str(self.repeat), "bold")))
+        if self.depths:
+            text.append_text(Text.assemble("  depth ", (depths_text(self.depths), "bold")))
         if self.target:
             text.append(f"  {self.target}", style="muted")
         if self.out is not None:
@@ -156,8 +167,9 @@ class BenchPane(Pane):
             ("The card's benchmark: decode cells, prefill, needle, vision and tools, idle probe.\n", ""),
             (f"{self._key('cycle_suite', 'chooses the suite')}; {self._key('start', 'starts')}; "
              f"{self._key('cancel', 'cancels a run (records kept)')}.\n", "muted"),
-            ("quick: a few minutes · standard: the card's tables · full: larger prefill, more cells\n",
-             "muted"),
+            ("quick: a few minutes · standard: the card's tables · full: larger prefill, more cells; "
+             f"{self._key('options', 'sets --repeat and --depth')}\n", "muted"),
+            ("will run: ", "bold"), (self.command_line(), "command"), ("\n", ""),
             ("It refuses unless every rank is up and the API idle. Records: "
              f"{safe(str(self.results_base / RESULTS_DIR))}/<UTC time>/", "muted"))
 
@@ -187,7 +199,7 @@ class BenchPane(Pane):
             else ""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("cycle_suite", "start"):
+        if action in ("cycle_suite", "options", "start"):
             return not self.working
         if action == "cancel":
             return self.working
@@ -204,6 +216,24 @@ class BenchPane(Pane):
             return
         self.suite = SUITES[(SUITES.index(self.suite) + 1) % len(SUITES)]
         self._changed()
+
+    def action_options(self) -> None:
+        if not self.working:
+            self.app.push_screen(BenchOptions(self.repeat, self.depths), self._options_chosen)
+
+    def _options_chosen(self, chosen: tuple[int, tuple[int, ...]] | None) -> None:
+        if chosen is not None and not self.working:
+            self.repeat, self.depths = chosen
+            self._changed()
+
+    def command_line(self) -> str:
+        """The headless command this pane's choices make (what a start runs, the CLI's way)."""
+        line = f"r37-cockpit bench --suite {self.suite}"
+        if self.repeat > 1:
+            line += f" --repeat {self.repeat}"
+        if self.depths:
+            line += f" --depth {depths_text(self.depths)}"
+        return line
 
     def action_toggle_plots(self) -> None:
         self.show_plots = not self.show_plots
@@ -227,7 +257,8 @@ class BenchPane(Pane):
             self._changed()
 
     def options(self) -> session.Options:
-        return session.Options(suite=self.suite, out=default_dir(self.results_base))
+        return session.Options(suite=self.suite, out=default_dir(self.results_base), repeat=self.repeat,
+                               depths=self.depths)
 
     # ---- the model of the run (the worker and snapshot tests feed it) --------------------------------
 

@@ -162,9 +162,11 @@ class LaunchPane(Pane):
         else:
             report = replace(report, remedy=self._fix(report.remedy))
         width = max(40, (self.size.width or self.app.size.width) - 4)
+        self.query_one(StuckView).show(report, width, compact=self.short, hint=self._stacks_hint())
+
+    def _stacks_hint(self) -> str:
         key = key_for(self, "stacks", disabled=True)
-        hint = f"{key}: read each rank's Python stacks (py-spy)" if key and self._stacks is None else ""
-        self.query_one(StuckView).show(report, width, compact=self.short, hint=hint)
+        return f"{key}: read each rank's Python stacks (py-spy)" if key and self._stacks is None else ""
 
     def _fix(self, text: str) -> str:
         """A remedy whose quoted cockpit commands carry this cockpit's --config when it is not the default."""

@@ -10,7 +10,7 @@ import pytest
 from cockpit.config import ConfigError
 from cockpit.config.clusters import choose_cluster, cluster_files, load_clusters
 
-FIXTURE = Path(__file__).parent / "fixtures" / "cluster.toml"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "cluster.toml"
 
 
 def named(text: str, name: str) -> str:

@@ -24,7 +24,7 @@ from cockpit.config import (
     toml_value,
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def base_data() -> dict[str, Any]:
