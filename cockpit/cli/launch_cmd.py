@@ -1,10 +1,11 @@
 """`launch`, `status`, `stop`: the staged launch (recipe steps 6–7) without a screen.
 
-`launch` dry-runs every rank, passes the launch gate (`recipe.launch.launch_gate`: hosts, containers in the
-way, preflight), takes the cluster lock on rank 0's host, asks for confirmation (or --yes), with
---replace-stopped archives and removes the stopped containers this cockpit started, launches ranks N-1 … 1
-then 0, streams phase events (on a terminal one live line per rank, `cockpit.cli.progress`; every event as a
-line with `-v`, a pipe or `--json`), and exits 0 when the API is ready, 1 with the cause when a rank fails.
+`launch` dry-runs every rank, then runs the one launch procedure (`recipe.launch_run.run_launch`): under the
+cluster lock on rank 0's host, the launch gate (hosts, containers in the way, a full preflight), confirmation
+(or --yes), with --replace-stopped the archive and removal of the stopped containers this cockpit started,
+and the launch of ranks N-1 … 1 then 0; it prints the procedure's notes, streams phase events (on a terminal
+one live line per rank, `cockpit.cli.progress`; every event as a line with `-v`, a pipe or `--json`), and
+exits 0 when the API is ready, 1 with the cause when a rank fails.
 `status` is one look of the live model (read-only, also for a cluster launched by hand). `stop` stops only
 the containers this cockpit started, head first, with `docker stop`, under the same lock.
 """
@@ -39,13 +40,13 @@ from cockpit.cli.progress import LiveBlock, live_output
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet, HostUnavailable
 from cockpit.recipe import launch as L
+from cockpit.recipe import launch_run as LR
 from cockpit.recipe import timeline as T
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.lock import ClusterLock, LockError, LockHeld
 from cockpit.recipe.phases import Phase
 from cockpit.recipe.preflight import preflight_results
 from cockpit.recipe.recording import recorded
-from cockpit.recipe.replace import execute_replace
 from cockpit.recipe.stop import DrainResult, InFlight, StopPlan, drain, execute_stop, plan_stop
 from cockpit.recipe.stuck import StuckReport
 from cockpit.recipe.watch import phase_limits
@@ -237,13 +238,17 @@ def live_emitter(args: argparse.Namespace, block: LiveBlock, t0: float) -> Calla
     return emit
 
 
-async def preflight_gate(fleet: Fleet, cfg: ClusterConfig) -> tuple[list[str], str]:
-    """Failures of the preflight that must pass before a launch, and which preflight ran."""
+PREFLIGHT = "full preflight"
+"""Which preflight `launch` gates on (its JSON events say so): a full one, run under the lock."""
+
+
+async def preflight_gate(fleet: Fleet, cfg: ClusterConfig) -> list[str]:
+    """Failures of the preflight that must pass before a launch (a full preflight, run now)."""
     from cockpit.locations import state_dir
     from cockpit.recipe.fabric import gate_failure
     final = await preflight_results(fleet, cfg)
     fabric = gate_failure(cfg, state_dir())      # [fabric] require_passed
-    return L.preflight_failures(final.results) + ([fabric] if fabric else []), "full preflight"
+    return L.preflight_failures(final.results) + ([fabric] if fabric else [])
 
 
 # ---- launch -------------------------------------------------------------------------------------------
@@ -283,78 +288,106 @@ async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[in
             ranks = ", ".join(str(d.rank) for d in bad)
             raise CliError(f"the dry run failed on rank {ranks}: fix that first (`r37-cockpit setup recipe`, "
                            "then `r37-cockpit setup env`)", EXIT_REFUSED, "dry-run-failed")
-        if args.dry_run and cfg.ui.read_only:   # the lock is a directory on rank 0: read-only writes none
-            return await _gated_launch(args, cfg, fleet, booting, in_flight)
-        try:
-            async with ClusterLock(fleet, cfg, "launch") as lock:
-                if lock.warning:
-                    _say(args, f"warning: {lock.warning}",
-                         {"event": "LockTakenOver", "warning": lock.warning})
-                return await _gated_launch(args, cfg, fleet, booting, in_flight)
-        except LockError as exc:
-            raise CliError(f"launch {exc}", EXIT_REFUSED, _lock_code(exc)) from None
+        # the lock is a directory on rank 0: a read-only dry run writes none
+        return await _gated_launch(args, cfg, fleet, booting, in_flight,
+                                   lock=not (args.dry_run and cfg.ui.read_only))
 
 
-async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fleet,
-                        booting: dict[int, str], in_flight: set[int] | None = None) -> int:
-    fails, which = await preflight_gate(fleet, cfg)
-    ledger = Ledger(cfg)
-    gate = await L.launch_gate(fleet, cfg, preflight_failures=fails,
-                               override_preflight=args.override_preflight,
-                               replace_stopped=args.replace_stopped, ledger=ledger)
-    ledger_notices(args, ledger)
-    for f in fails:
-        unknown = L.UNKNOWN_MARK in f
-        _say(args, f"preflight {'problem' if unknown else 'FAIL'}: {f}",
-             {"event": "PreflightFail", "detail": f, "preflight": which,
-              "code": "preflight-unknown" if unknown else "preflight-failed"})
-    if not fails:
-        _say(args, f"preflight: pass ({which})", {"event": "PreflightPass", "preflight": which})
-    elif args.override_preflight:
+def launch_note(args: argparse.Namespace, ledger: Ledger, note: LR.Note) -> None:
+    """One note of the launch procedure, as `launch` prints it (text, or a JSON line with `--json`)."""
+    if isinstance(note, LR.LockTakenOver):
+        _say(args, f"warning: {note.warning}", {"event": "LockTakenOver", "warning": note.warning})
+    elif isinstance(note, LR.GateAnswered):
+        ledger_notices(args, ledger)
+    elif isinstance(note, LR.PreflightProblem):
+        f = note.detail
+        _say(args, f"preflight {'problem' if note.unknown else 'FAIL'}: {f}",
+             {"event": "PreflightFail", "detail": f, "preflight": PREFLIGHT,
+              "code": "preflight-unknown" if note.unknown else "preflight-failed"})
+    elif isinstance(note, LR.PreflightPassed):
+        _say(args, f"preflight: pass ({PREFLIGHT})", {"event": "PreflightPass", "preflight": PREFLIGHT})
+    elif isinstance(note, LR.PreflightOverridden):
         _say(args, "preflight failures overridden by the operator",
-             {"event": "PreflightOverridden", "failures": len(fails)})
-    for item in gate.replace:
+             {"event": "PreflightOverridden", "failures": note.failures})
+    elif isinstance(note, LR.ReplacePlanned):
+        item = note.item
         shown = "\n".join(f"    {c}" for c in item.commands)
         _say(args, f"rank {item.rank}: replace: {item.reason}\n{shown}",
              {"event": "ReplacePlan", **item.to_dict()})
-    if not gate.open:
-        for b in gate.blockers:
-            _say(args, f"refused: {b.reason}\n    what to do: {b.remedy}",
-                 {"event": "Refused", **b.to_dict()})
-        raise CliError("launch refused: " + gate.blockers[0].reason, EXIT_REFUSED)
-    if args.dry_run:
-        return 0
-    order = " → ".join(str(r) for r in L.launch_order(cfg.ranks))
-    question = f"Launch ranks {order} (rank 0 last)?"
-    if gate.replace:
-        question = f"Archive and remove {len(gate.replace)} stopped container(s), then launch ranks {order}?"
-    if not args.yes and not _confirm(question):
-        raise CliError("launch cancelled", EXIT_REFUSED, "needs-confirmation")
-    if gate.replace:
-        outcomes = await execute_replace(fleet, cfg, gate.replace, ledger)
-        for o in outcomes:
-            _say(args, f"rank {o.rank}: {'replaced' if o.ok else 'NOT replaced'}: {o.message}",
-                 {"event": "Replaced", **o.to_dict()})
-        if not all(o.ok for o in outcomes):
-            raise CliError("launch stopped: a stopped container could not be archived and removed "
-                           "(see above)", code="launch-blocked")
+    elif isinstance(note, LR.LaunchRefused):
+        b = note.blocker
+        _say(args, f"refused: {b.reason}\n    what to do: {b.remedy}", {"event": "Refused", **b.to_dict()})
+    elif isinstance(note, LR.Replaced):
+        o = note.outcome
+        _say(args, f"rank {o.rank}: {'replaced' if o.ok else 'NOT replaced'}: {o.message}",
+             {"event": "Replaced", **o.to_dict()})
+    # Replacing, Launching: the replace outcomes and the launch events say it
+
+
+async def _gated_launch(args: argparse.Namespace, cfg: ClusterConfig, fleet: Fleet, booting: dict[int, str],
+                        in_flight: set[int] | None = None, *, lock: bool = True) -> int:
+    """`recipe.launch_run.run_launch` with this command's preflight, confirmation, output and following."""
+    ledger = Ledger(cfg)
+    block: LiveBlock | None = None
     t0 = time.time()
-    block = LiveBlock(sys.stdout) if live_output(sys.stdout, verbose=args.verbose, json=args.json) else None
-    emit = (live_emitter(args, block, t0) if block is not None
-            else lambda ev: _say(args, event_text(ev, t0), T.event_dict(ev)))
-    limits = None if args.phase_limit is None else phase_limits(args.phase_limit)
-    launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=limits, emit=emit)
-    launcher.booting = booting
-    launcher.in_flight = in_flight if in_flight is not None else set()
+
+    async def preflight() -> list[str]:
+        return await preflight_gate(fleet, cfg)
+
+    async def confirm(gate: L.Gate) -> bool:
+        order = " → ".join(str(r) for r in L.launch_order(cfg.ranks))
+        question = f"Launch ranks {order} (rank 0 last)?"
+        if gate.replace:
+            question = (f"Archive and remove {len(gate.replace)} stopped container(s), then launch ranks "
+                        f"{order}?")
+        return args.yes or _confirm(question)
+
+    def make_launcher() -> L.Launcher:
+        nonlocal block, t0
+        t0 = time.time()
+        live = live_output(sys.stdout, verbose=args.verbose, json=args.json)
+        block = LiveBlock(sys.stdout) if live else None
+        emit = (live_emitter(args, block, t0) if block is not None
+                else lambda ev: _say(args, event_text(ev, t0), T.event_dict(ev)))
+        limits = None if args.phase_limit is None else phase_limits(args.phase_limit)
+        launcher = L.Launcher(fleet, cfg, ledger=ledger, stuck_limits=limits, emit=emit)
+        launcher.booting = booting
+        launcher.in_flight = in_flight if in_flight is not None else set()
+        return launcher
+
+    async def follow(launcher: L.Launcher, started: bool) -> bool:
+        try:
+            if started:
+                return await launcher.run_until(T.settled, timeout=args.timeout)
+            return await launcher.run_until(lambda t: t.verdict.state != "launching", timeout=10)
+        finally:
+            if block is not None:
+                block.close()
+
     try:
-        if await launcher.launch():
-            finished = await launcher.run_until(T.settled, timeout=args.timeout)
-        else:
-            finished = await launcher.run_until(lambda t: t.verdict.state != "launching", timeout=10)
+        outcome = await LR.run_launch(
+            fleet, cfg, preflight=preflight, confirm=confirm, emit=lambda n: launch_note(args, ledger, n),
+            make_launcher=make_launcher, ledger=ledger, override_preflight=args.override_preflight,
+            replace_stopped=args.replace_stopped, dry_run=args.dry_run, lock=lock, follow=follow)
     finally:
         if block is not None:
             block.close()
-        await launcher.close()
+    if isinstance(outcome, LR.Locked):
+        raise CliError(f"launch {outcome.error}", EXIT_REFUSED, _lock_code(outcome.error))
+    if isinstance(outcome, LR.Refused):
+        raise CliError("launch refused: " + outcome.gate.blockers[0].reason, EXIT_REFUSED)
+    if isinstance(outcome, LR.GatePassed):
+        return 0
+    if isinstance(outcome, LR.Cancelled):
+        raise CliError("launch cancelled", EXIT_REFUSED, "needs-confirmation")
+    if isinstance(outcome, LR.ReplaceFailed):
+        raise CliError("launch stopped: a stopped container could not be archived and removed "
+                       "(see above)", code="launch-blocked")
+    return _result(args, outcome.launcher, finished=bool(outcome.finished))
+
+
+def _result(args: argparse.Namespace, launcher: L.Launcher, *, finished: bool) -> int:
+    """The last line: ready (exit 0), failed or timed out (exit 1)."""
     verdict = launcher.timeline.compute_verdict()
     ok = verdict.state == "ready"
     if not finished:

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from textual.widget import Widget
 
+from cockpit.recipe import launch_run as launch_run_module
 from cockpit.recipe.checks import PreflightEvent, PreflightStarted
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.dialogs import ConfirmResult
-from cockpit.tui.panes import launch as launch_module
 from cockpit.tui.panes import preflight as preflight_module
 from cockpit.tui.panes.launch import LaunchPane
 from cockpit.tui.panes.preflight import PreflightPane
@@ -105,7 +105,7 @@ async def test_a_failed_launch_is_shown_once_and_the_pane_is_usable_again(fixed_
         async def __aexit__(self, *exc: object) -> None:
             return None
 
-    monkeypatch.setattr(launch_module, "ClusterLock", LockHostGone)
+    monkeypatch.setattr(launch_run_module, "ClusterLock", LockHostGone)
     app = CockpitApp(fixed_config, connect=False)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("4")

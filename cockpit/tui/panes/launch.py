@@ -7,8 +7,8 @@ ConfirmCommands dialog; refused while the gate is closed unless the operator tic
 override), `R` relaunch (archive the logs of the stopped containers this cockpit started, remove them,
 launch), `s` stop (head first, only containers this cockpit started), `r` look again now (the keys as
 bound by default; `[ui.keymap]` may remap them, and every hint shows the key bound now). A launch or
-stop holds the cluster lock on rank 0's host. All host work runs in workers; results come back as
-messages (`cockpit.tui.messages`).
+stop holds the cluster lock on rank 0's host; the launch is `recipe.launch_run.run_launch`, as the CLI's.
+All host work runs in workers; results come back as messages (`cockpit.tui.messages`).
 
 Layout: the verdict and the latest notice stay on top; below them one scrolling body (it takes the
 keyboard: arrows and page keys scroll it) holds what to do about the verdict, the timeline with its
@@ -33,10 +33,11 @@ from textual.widgets import Log, Static
 from textual.worker import Worker, WorkerState
 
 from cockpit.recipe import launch as L
+from cockpit.recipe import launch_run as LR
 from cockpit.recipe.history import mark_host_change
 from cockpit.recipe.lock import ClusterLock, LockError
 from cockpit.recipe.preflight import preflight_results
-from cockpit.recipe.replace import ReplaceItem, execute_replace
+from cockpit.recipe.replace import ReplaceItem
 from cockpit.recipe.stop import StopPlan, drain, execute_stop, plan_stop
 from cockpit.recipe.stuck import RankStacks, read_stacks, stuck_report
 from cockpit.recipe.timeline import ClusterTimeline, Failure, LaunchEvent, VerdictChanged
@@ -291,9 +292,9 @@ class LaunchPane(Pane):
                   else "dry run: see the problems below", "muted")
 
     async def _gate(self, *, replace: bool, fresh_preflight: bool) -> L.Gate:
-        """The launch gate (the CLI's function), with this cockpit's preflight: re-run when stale."""
-        failures = await self._preflight_failures(rerun=fresh_preflight)
-        return await L.launch_gate(self.ctx.fleet, self.cfg, preflight_failures=failures,
+        """The launch gate (the CLI's), with this cockpit's preflight: re-run when stale."""
+        return await LR.check_gate(self.ctx.fleet, self.cfg,
+                                   lambda: self._preflight_failures(rerun=fresh_preflight),
                                    replace_stopped=replace, ledger=self.ctx.watcher.ledger)
 
     async def _preflight_failures(self, *, rerun: bool) -> list[str]:
@@ -368,41 +369,50 @@ class LaunchPane(Pane):
 
     @work(exclusive=True, group="launch", exit_on_error=False)
     async def _launch_worker(self, overridden: bool, replace: list[ReplaceItem]) -> None:
-        why = " (preflight overridden by the operator)" if overridden else ""
+        """`recipe.launch_run.run_launch`: the gate again under the lock, as the CLI computes it (between
+        the confirmation and the lock another cockpit, or someone by hand, may have launched or left a
+        container); then the confirmed replace and the launch, followed by the app's watcher."""
         ledger = self.ctx.watcher.ledger
+
+        async def still_confirmed(gate: L.Gate) -> bool:
+            if gate.same_replace(replace):
+                return True
+            self._changed(gate, "other stopped containers would be removed than the ones confirmed")
+            return False
+
         try:
-            async with ClusterLock(self.ctx.fleet, self.cfg, "launch") as lock:
-                if lock.warning:
-                    self.notify(lock.warning, severity="warning")
-                # the gate again, under the lock, as the CLI computes it: between the confirmation and the
-                # lock another cockpit (or someone by hand) may have launched or left a container
-                gate = await L.launch_gate(self.ctx.fleet, self.cfg,
-                                           preflight_failures=await self._preflight_failures(rerun=False),
-                                           override_preflight=overridden, replace_stopped=bool(replace),
-                                           ledger=ledger)
-                if not gate.open or not gate.same_replace(replace):
-                    self.gate = gate
-                    self.refresh_view()
-                    first = gate.blockers[0] if gate.blockers else None
-                    why = (f"{first.reason} — {self._fix(first.remedy)}" if first is not None
-                           else "other stopped containers would be removed than the ones confirmed")
-                    self.note(f"launch refused: the cluster changed since the confirmation: {why}; nothing "
-                              "was started (look again: d)", "fail")
-                    return
-                if replace:
-                    self.note("archiving logs and removing the stopped containers …", "warn.soft")
-                    outcomes = await execute_replace(self.ctx.fleet, self.cfg, replace, ledger)
-                    bad = [o for o in outcomes if not o.ok]
-                    if bad:
-                        self.note(f"relaunch stopped: rank {bad[0].rank}: {bad[0].message}", "fail")
-                        return
-                self.note(f"launching{why}", "warn.soft")
-                launcher = L.Launcher(self.ctx.fleet, self.cfg, ledger=ledger, watcher=self.ctx.watcher)
-                await launcher.launch()
-        except LockError as exc:
-            self.note(f"launch {exc}", "fail")
+            outcome = await LR.run_launch(
+                self.ctx.fleet, self.cfg, preflight=lambda: self._preflight_failures(rerun=False),
+                confirm=still_confirmed, emit=self._launch_note, ledger=ledger,
+                make_launcher=lambda: L.Launcher(self.ctx.fleet, self.cfg, ledger=ledger,
+                                                 watcher=self.ctx.watcher),
+                override_preflight=overridden, replace_stopped=bool(replace))
         finally:
             self.launching = False
+        if isinstance(outcome, LR.Locked):
+            self.note(f"launch {outcome.error}", "fail")
+        elif isinstance(outcome, LR.Refused):
+            first = outcome.gate.blockers[0]
+            self._changed(outcome.gate, f"{first.reason} — {self._fix(first.remedy)}")
+        elif isinstance(outcome, LR.ReplaceFailed):
+            self.note(f"relaunch stopped: rank {outcome.first.rank}: {outcome.first.message}", "fail")
+
+    def _launch_note(self, note: LR.Note) -> None:
+        """The launch procedure's notes this pane shows (the gate's own lines are in the dialog already)."""
+        if isinstance(note, LR.LockTakenOver):
+            self.notify(note.warning, severity="warning")
+        elif isinstance(note, LR.Replacing):
+            self.note("archiving logs and removing the stopped containers …", "warn.soft")
+        elif isinstance(note, LR.Launching):
+            why = " (preflight overridden by the operator)" if note.overridden else ""
+            self.note(f"launching{why}", "warn.soft")
+
+    def _changed(self, gate: L.Gate, why: str) -> None:
+        """The gate under the lock is not the one confirmed: show it, start nothing."""
+        self.gate = gate
+        self.refresh_view()
+        self.note(f"launch refused: the cluster changed since the confirmation: {why}; nothing "
+                  "was started (look again: d)", "fail")
 
     def action_stop(self) -> None:
         self.note("planning stop …", "warn.soft")
