@@ -5,7 +5,8 @@
 - state: `$XDG_STATE_HOME/r37-cockpit/` (default `~/.local/state/r37-cockpit/`): the launch ledger
   `launched.json`, the logs archived before a relaunch (`archive/`), the UI state `ui.json`, the
   command log of each cockpit session (`sessions/`), the flight recorder's database of each cluster
-  (`recordings/`) and the simulated cluster of `r37-cockpit demo` / `sim` (`sim/`).
+  (`recordings/`), the benchmark's records (`bench/results/`) and the simulated cluster of
+  `r37-cockpit demo` / `sim` (`sim/`).
 
 Each is computed when asked (the environment is read then, so a test that sets `XDG_STATE_HOME` or
 `XDG_CONFIG_HOME` gets its own); nothing here creates a directory.
@@ -81,3 +82,8 @@ def recordings_dir() -> Path:
 def logs_save_dir() -> Path:
     """Where saved log views go unless the operator names another place: `<state dir>/logs`."""
     return state_dir() / "logs"
+
+
+def bench_results_dir() -> Path:
+    """The benchmark's records, one directory per run (`cockpit.bench.store`): `<state dir>/bench/results`."""
+    return state_dir() / "bench" / "results"

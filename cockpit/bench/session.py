@@ -29,7 +29,7 @@ from cockpit.api.urls import redact
 from cockpit.bench import prompts as P
 from cockpit.bench.gate import Refusal, cluster_refusal, idle_check
 from cockpit.bench.runner import BenchEvent, Note, Runner
-from cockpit.bench.store import RunStore, StoreError, default_dir
+from cockpit.bench.store import RunStore, StoreError, default_dir, find_run
 from cockpit.bench.suite import SuiteName, plan_for
 from cockpit.bench.summary import CompareError, load_earlier
 from cockpit.bench.telemetry import TelemetrySource
@@ -100,7 +100,7 @@ def load_inputs(options: Options) -> Inputs:
     earlier = []
     for directory in options.compares:
         try:
-            earlier.append(load_earlier(directory))
+            earlier.append(load_earlier(find_run(directory)))
         except CompareError as exc:
             raise SetupError(f"--compare: {exc}") from None
     if options.out is not None and options.out.exists():

@@ -4,7 +4,8 @@ Refuses to start unless the live cluster model says the cluster is ready (every 
 ``--api-url`` there is no cluster to look at, and the run says so) and ``/metrics`` shows the API idle.
 Progress goes to stderr (a line per request; a bar on a terminal); the summary to stdout, or as JSON with
 ``--json``. Ctrl-C cancels cleanly: every request in flight is closed, the records are written and
-marked cancelled. Records: ``bench/results/<UTC time>/`` under the current directory, or ``--out DIR``.
+marked cancelled. Records: ``<state dir>/bench/results/<UTC time>/`` (never the current directory unless
+``--out DIR`` names it); ``--compare`` takes a run's directory, its name there, or ``latest``.
 """
 
 from __future__ import annotations
@@ -94,9 +95,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="decode cells, e.g. 1,2,4,8 (default: quick 1,8; standard and full 1,2,4,8)")
     p.add_argument("--prompts", metavar="FILE", help="a prompt set of the same schema as the packaged v1")
     p.add_argument("-o", "--out", metavar="DIR", help="records directory (must not exist; default: "
-                                                "bench/results/<UTC time> under the current directory)")
+                                                "bench/results/<UTC time> in the state directory, "
+                                                "~/.local/state/r37-cockpit)")
     p.add_argument("--compare", metavar="DIR", action="append",
-                   help="an earlier run's directory (its summary.json); give it again for several runs")
+                   help="an earlier run's directory (its summary.json), or its name in the state "
+                        "directory's bench/results, or 'latest' (the newest there); give it again for "
+                        "several runs")
     p.add_argument("--repeat", type=_repeat, default=1, metavar="N",
                    help="measure every decode and depth cell N times: mean ± std and a 95 %% interval per "
                         "cell (the card comparison keeps each cell's first run; default: 1)")
@@ -105,7 +109,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "k = 1024; the prompt's size is the engine's usage count)")
     p.add_argument("--report-only", action="store_true",
                    help="send nothing: write the Markdown and HTML comparison of the --compare runs to "
-                        "--out DIR (a new directory)")
+                        "a new directory (--out DIR, or one in the state directory as for a run)")
     p.add_argument("--idle", type=float, default=45.0, metavar="S",
                    help="the idle probe's controlled idle, seconds (default: 45)")
     p.add_argument("--force", action="store_true",
@@ -333,33 +337,34 @@ def render_text(s: BenchSummary, out: Path) -> str:
 
 def report_only(args: argparse.Namespace) -> int:
     """``--report-only``: the first ``--compare`` run against the others, as summary.md and report.html in
-    a new ``--out`` directory; nothing is sent to any engine."""
+    a new directory (``--out DIR``, or one under the state directory); nothing is sent to any engine."""
     from dataclasses import replace
 
-    from cockpit.bench.store import RunStore, StoreError
+    from cockpit.bench.store import RunStore, StoreError, default_dir, find_run
     from cockpit.bench.summary import Compare, compare_rows
     dirs = list(args.compare or ())
-    if len(dirs) < 2 or not args.out:
-        raise CliError("--report-only takes --out DIR and at least two --compare DIR (the first is "
-                       "compared with the others)", EXIT_USAGE, "usage")
+    if len(dirs) < 2:
+        raise CliError("--report-only takes at least two --compare DIR (the first is compared with the "
+                       "others)", EXIT_USAGE, "usage")
     try:
-        loaded = [load_earlier(d) for d in dirs]
+        loaded = [load_earlier(find_run(d)) for d in dirs]
     except CompareError as exc:
         raise CliError(f"--compare: {exc}", EXIT_USAGE, "usage") from None
     first = BenchSummary.from_dict(loaded[0])
     figs = dict(first.figures)
     summary = replace(first, compare=tuple(Compare(e.get("_source"), e.get("started_at"),
                                                    tuple(compare_rows(figs, e))) for e in loaded[1:]))
+    out = Path(args.out) if args.out else default_dir()
     try:
-        store = RunStore(Path(args.out))
+        store = RunStore(out)
         store.write_text("summary.md", render_markdown(summary))
         store.write_text("report.html", render_html(summary, f"Comparison: {loaded[0]['_source']}"))
     except (StoreError, OSError) as exc:
         raise CliError(str(exc), EXIT_USAGE, "file-exists") from None
     if args.json:
-        print_json({"ok": True, "records": str(args.out), **summary.to_dict()})
+        print_json({"ok": True, "records": str(out), **summary.to_dict()})
     else:
-        print(render_text(summary, Path(args.out)))
+        print(render_text(summary, out))
     return 0
 
 

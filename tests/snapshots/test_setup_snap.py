@@ -1,8 +1,10 @@
 """Snapshots of the setup pane fed the typed events the runner produces: a checkpoint download mid-way on
 four hosts (bytes, rate, ETA per host, one host failed with its cause), and a finished runtime job with a
-refused image ID on one rank."""
+refused image ID on one rank; and the confirm dialog as `s` opens it, with the plan in it."""
 
 from __future__ import annotations
+
+from tuihelpers import setup_plan
 
 from cockpit.recipe.progress import Progress
 from cockpit.recipe.setup_model import (
@@ -11,11 +13,14 @@ from cockpit.recipe.setup_model import (
     RankState,
     SetupEvent,
     SetupFinished,
+    SetupPlan,
     SetupStarted,
     StepProgress,
     StepStarted,
 )
 from cockpit.tui.app import CockpitApp
+from cockpit.tui.dialogs import ConfirmCommands
+from cockpit.tui.panes import setup as setup_pane_module
 from cockpit.tui.panes.setup import COLUMNS, SetupPane
 
 SIZE = (130, 36)
@@ -91,6 +96,32 @@ def test_checkpoint_progress(snap_compare, fixed_config) -> None:
 
 def test_runtime_refused_on_one_rank(snap_compare, fixed_config) -> None:
     app, before = app_with(fixed_config, runtime_finished())
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_confirm_dialog_with_the_plan(snap_compare, fixed_config, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`s` on the recipe job: the dialog holds the plan's twelve commands; under it the status line says
+    the plan is read and waits for the dialog (not "reading the hosts …")."""
+    async def planner(*args: object, **kwargs: object) -> SetupPlan:
+        return setup_plan()
+
+    monkeypatch.setattr(setup_pane_module, "plan_setup", planner)
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.pause()
+        app.action_show_pane("setup")
+        pane = app.query_one(SetupPane)
+        pane.job = "recipe"
+        await pilot.press("s")
+        for _ in range(100):
+            if isinstance(app.screen, ConfirmCommands):
+                break
+            await pilot.pause(0.05)
+        assert isinstance(app.screen, ConfirmCommands)
+        await pilot.pause()
+        await pilot.pause(0.3)
+
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 

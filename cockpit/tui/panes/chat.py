@@ -32,7 +32,6 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.timer import Timer
 from textual.widgets import Input, Static
 from textual.worker import Worker, WorkerState
@@ -72,6 +71,7 @@ from cockpit.tui.messages import SmokeProgress
 from cockpit.tui.pane import Pane
 from cockpit.tui.widgets.chat_turns import AssistantTurn, Notice, SmokeTurn, ToolResultTurn, UserTurn
 from cockpit.tui.widgets.statusline import StatusLine
+from cockpit.tui.widgets.transcript import Transcript
 
 FLUSH_EVERY = 0.05
 EFFORTS = list(EFFORT_LEVELS)  # low, high, xhigh, max
@@ -155,7 +155,7 @@ class ChatPane(Pane):
     def compose(self) -> ComposeResult:
         yield Static(id="chat-status", markup=False)
         yield StatusLine(id="chat-settings")
-        yield VerticalScroll(id="chat-log")
+        yield Transcript(id="chat-log")
         yield Input(id="chat-input")
         yield StatusLine(id="chat-keys")
 
@@ -247,8 +247,8 @@ class ChatPane(Pane):
     # transcript -------------------------------------------------------------------------------------
 
     @property
-    def log_view(self) -> VerticalScroll:
-        return self.query_one("#chat-log", VerticalScroll)
+    def log_view(self) -> Transcript:
+        return self.query_one("#chat-log", Transcript)
 
     def _add(self, widget: Static | AssistantTurn) -> None:
         log = self.log_view
@@ -256,7 +256,7 @@ class ChatPane(Pane):
         if len(children) >= MAX_TURN_WIDGETS:  # bounded transcript: the oldest turns leave the screen
             children[0].remove()
         log.mount(widget)
-        log.scroll_end(animate=False)
+        log.follow()
 
     def _fix(self, text: str) -> str:
         """A remedy whose quoted cockpit commands carry this cockpit's --config when it is not the default."""
@@ -284,10 +284,7 @@ class ChatPane(Pane):
         if turn is not None:
             if self._live is not None:
                 turn.set_stats(self._live.stats)
-            follow = self.log_view.scroll_y >= self.log_view.max_scroll_y - 1
-            turn.flush()
-            if follow:
-                self.log_view.scroll_end(animate=False)
+            turn.flush()  # the transcript keeps to its end unless the operator scrolled up (Transcript)
 
     def begin_answer(self) -> AssistantTurn:
         """A new assistant turn that :meth:`feed` fills; it counts its wait from now."""

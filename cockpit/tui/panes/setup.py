@@ -405,10 +405,15 @@ class SetupPane(Pane):
         if not message.confirm:
             self.note(self._keyed("start", "plan shown in the log ({key} to start)"), "muted")
             return
-        if not plan.runs_anything:
+        commands = plan.commands()
+        if not plan.runs_anything or not commands:     # never an empty dialog
             self.note("nothing to run: " + ("; ".join(notes) or "every host is complete"), "ok.soft")
             return
-        screen = ConfirmCommands(f"Run setup {self.job} with these commands (per host)?", plan.commands(),
+        ranks = {r for jp in plan.jobs for r, rp in jp.ranks.items() if rp.steps and not rp.refused}
+        self.note(f"plan read: {len(commands)} command{'s' if len(commands) != 1 else ''} on "
+                  f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''} (also in the log): confirm or "
+                  "cancel them in the dialog", "warn.soft")
+        screen = ConfirmCommands(f"Run setup {self.job} with these commands (per host)?", commands,
                                  note=("confirming also REPLACES any cluster.env whose diff is shown\n"
                                        if any(jp.job == "env" and any(rp.note for rp in jp.ranks.values())
                                               for jp in plan.jobs) else "") + "\n".join(notes))
