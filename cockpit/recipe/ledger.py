@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import MISSING, asdict, dataclass, fields
@@ -136,6 +137,7 @@ class Ledger:
         self.path = path or ledger_file()
         self.warnings: list[LedgerNotice] = []
         self._told: set[str] = set()
+        self._seen: tuple[tuple[int, ...], dict[str, dict[str, dict[str, object]]]] | None = None
 
     def pop_warnings(self) -> list[LedgerNotice]:
         """The notices not shown yet (each is returned once)."""
@@ -218,10 +220,29 @@ class Ledger:
             return
         raise OSError(f"cannot keep the corrupt ledger {self.path} aside: too many earlier copies")
 
-    def _read(self) -> dict[str, dict[str, dict[str, object]]]:
-        """The ledger's data for a look (no lock unless the file is corrupt: then it is kept aside)."""
+    def _stamp(self) -> tuple[int, ...] | None:
+        """What identifies this version of the file: every write is a rename of a new file (another inode,
+        new times), so an unchanged stamp means unchanged data. None: no file, or not a regular one."""
         try:
-            return self._parse()
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+    def _read(self) -> dict[str, dict[str, dict[str, object]]]:
+        """The ledger's data for a look (no lock unless the file is corrupt: then it is kept aside). A
+        watcher looks every second per rank: the file is parsed again only when it changed. The data is
+        read-only to callers (writes go through `_locked`, which always reads the file)."""
+        stamp = self._stamp()
+        if stamp is not None and self._seen is not None and self._seen[0] == stamp:
+            return self._seen[1]
+        try:
+            data = self._parse()
+            if stamp is not None and stamp == self._stamp():   # not replaced while it was read
+                self._seen = (stamp, data)
+            return data
         except LedgerCorrupt:
             pass
         except OSError as exc:

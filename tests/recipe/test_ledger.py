@@ -112,3 +112,31 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path, fixed_config: ClusterCo
     recs = Ledger(fixed_config, path).records()
     assert {r: recs[r].container_id for r in recs} == {r: f"{r:x}{19:063x}" for r in range(3)}
     assert corrupt_copies(path) == []
+
+
+def test_a_look_parses_the_file_again_only_when_it_changed(tmp_path: Path, fixed_config: ClusterConfig,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watcher looks every second per rank: an unchanged file is not parsed again; every write (by this
+    ledger, another one, or a corrupt file put in its place) is seen at the next look."""
+    path = tmp_path / "launched.json"
+    watcher, other = Ledger(fixed_config, path), Ledger(fixed_config, path)
+    other.record(0, "a" * 64, "ds41_r37", "spark-0")
+    parses: list[int] = []
+    real = Ledger._parse
+
+    def counted(self: Ledger) -> dict[str, dict[str, dict[str, object]]]:
+        if self is watcher:
+            parses.append(1)
+        return real(self)
+
+    monkeypatch.setattr(Ledger, "_parse", counted)
+    assert watcher.records()[0].container_id == "a" * 64
+    assert watcher.records()[0].container_id == "a" * 64 and watcher.pending() == {}
+    assert len(parses) == 1                                   # three looks, one parse
+    other.record(1, "b" * 64, "ds41_r37", "spark-1")          # another cockpit's write: a new file
+    assert sorted(watcher.records()) == [0, 1] and len(parses) == 2
+    other.mark_stop_requested([(0, "a" * 64)], at=123.0)
+    assert watcher.records()[0].stop_requested_at == 123.0
+    path.write_text("{not json")                              # corrupt in place: seen, kept aside
+    assert watcher.records() == {}
+    assert any(p.name.startswith("launched.json.corrupt-") for p in tmp_path.iterdir())

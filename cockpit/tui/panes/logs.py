@@ -246,8 +246,14 @@ class LogsPane(Pane):
                 inbox.lost = 0
         if batches:
             self._apply(batches)
+        if not now and not self.shown:     # the store keeps every line; the view and status catch up on show
+            return
         self._render_view(force=now)
         self._show_status(throttle=not now)
+
+    def on_show(self) -> None:
+        super().on_show()
+        self.flush(now=True)
 
     def _apply(self, batches: dict[int, tuple[list[int], list[str]]]) -> None:
         view = self.view
