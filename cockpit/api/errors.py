@@ -201,8 +201,8 @@ def from_status(status: int, body: bytes, url: str) -> ApiError:
 
 
 # What the server's own message says went wrong, for 400/404/422 (real vLLM 0.32's texts:
-# docs/vllm.md#errors): the first pattern that matches gives the remedy, so it names the actual cause,
-# not every possible one.
+# docs/vllm.md#errors; llama.cpp's: docs/llamacpp.md): the first pattern that matches gives the remedy, so
+# it names the actual cause, not every possible one.
 _REMEDY_BY_MESSAGE: tuple[tuple[frozenset[int], re.Pattern[str], str], ...] = (
     (frozenset({400}), re.compile(r"--enable-auto-tool-choice|--tool-call-parser"),
      "The server was started without the tool-calling flags the request needs (see the message): "
@@ -219,7 +219,12 @@ _REMEDY_BY_MESSAGE: tuple[tuple[frozenset[int], re.Pattern[str], str], ...] = (
     (frozenset({400}), re.compile(r"\b(?:temperature|top_p|top_k|min_p|presence_penalty|frequency_penalty)\b"
                                   r".*(?:must|got)"),
      "A sampling option is out of the server's range (see the message): use a value it accepts."),
-    (frozenset({404}), re.compile(r"^Not Found$"),
+    # llama.cpp's llama-server: a body that is not JSON is a 500 with nlohmann's parse error, an unknown
+    # path a 404 "File Not Found" (docs/llamacpp.md)
+    (frozenset({400, 500}), re.compile(r"\[json\.exception\.parse_error"),
+     "The server could not read the request body (it is not valid JSON): a client bug, not a failure of "
+     "the server; check what sent it."),
+    (frozenset({404}), re.compile(r"^(?:File )?Not Found$"),
      "Wrong path: the server has no such route; check --api-url (the server's base URL)."),
 )
 
