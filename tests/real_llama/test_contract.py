@@ -194,8 +194,8 @@ PNG_1PX = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAA
 
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "remedy_says"), [
-    ("post", "/v1/nowhere", b'{"model": "x"}', 404, "Wrong path"),
-    ("get", "/nowhere", b"", 404, "Wrong path"),
+    ("post", "/v1/nowhere", b'{"model": "x"}', 404, "no such route"),
+    ("get", "/nowhere", b"", 404, "no such route"),
     ("post", "/v1/chat/completions", b"{not json", 500, "could not read the request body"),
     ("post", "/v1/chat/completions", _chat(), 400, "could not read the request body"),
     ("post", "/v1/chat/completions", _chat(messages=[{"role": "user", "content": "word " * (2 * CTX)}]), 400,
@@ -203,7 +203,7 @@ PNG_1PX = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAA
     ("post", "/v1/chat/completions", _chat(messages=[{"role": "user", "content": [
         {"type": "text", "text": "what is this"}, {"type": "image_url", "image_url": {"url": PNG_1PX}}]}]),
      500, "takes no images"),
-])
+], ids=["unknown-v1-path", "unknown-path", "not-json", "no-messages", "past-the-context", "image"])
 def test_error_bodies_get_the_remedy_of_their_status(llama_plain: LlamaServer, method: str, path: str,
                                                      body: bytes, status: int, remedy_says: str) -> None:
     r = httpx.request(method.upper(), llama_plain.url + path, content=body or None,
