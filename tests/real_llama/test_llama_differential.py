@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from llamaserver import LlamaServer
-from test_contract import bench
+from test_llama_contract import bench
 
 from cockpit.api.client import ApiClient
 from cockpit.api.errors import from_status
