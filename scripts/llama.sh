@@ -2,7 +2,8 @@
 # (tests/real_llama/). Built from the llama.cpp that PyPI's llama-cpp-python sdist vendors (only the server
 # target: CPU, Release, no HTTPS, no web UI download), beside a small venv with `gguf` (the tests write
 # a tiny random-weight GGUF with it). Cached outside the work tree, keyed by the pins, like the vLLM venv:
-# a fresh clone on the same machine (CI) reuses it. ~10–15 min of CPU to make, <1 s when present.
+# a fresh clone on the same machine (CI) reuses it. ~10 min of CPU to make (~5 min on an idle 2-core
+# machine with -j2; 30 min measured under load 15–26), <1 s when present.
 # Usage: r37_llama   → exports R37_LLAMA_SERVER and R37_LLAMA_PYTHON on success; R37_NO_LLAMA=1 skips it.
 R37_LLAMA_PINS="llama-cpp-python==0.3.36 gguf==0.19.0 server-only v1"
 r37_llama() {
