@@ -15,8 +15,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 # What makes a test slow: a simulated cluster, a real daemon or server. Those are left out of the quick tier
 # (`./scripts/test --quick`, `-m "not cluster"`); CI runs everything.
-CLUSTER_FIXTURES = {"demo_cluster", "fresh_demo_cluster", "lab_cluster", "real_docker", "real_vllm"}
-CLUSTER_DIRS = {"integration", "lab", "docker", "real_vllm"}
+CLUSTER_FIXTURES = {"demo_cluster", "fresh_demo_cluster", "lab_cluster", "real_docker", "real_vllm",
+                    "llama_plain", "llama_metrics"}
+CLUSTER_DIRS = {"integration", "lab", "docker", "real_vllm", "real_llama"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -348,9 +348,13 @@ class ApiClient:
                     "protocol_error", f"/v1/models entry without an id: {m!r:.100}", REMEDY_PROTOCOL
                 )
             mml = m.get("max_model_len")
+            meta = m.get("meta")   # llama.cpp's llama-server: `meta.n_ctx`, its context per slot
+            if mml is None and isinstance(meta, dict):
+                mml = meta.get("n_ctx")
             owner, root = m.get("owned_by"), m.get("root")  # other servers put anything here
             out.append(ModelInfo(m["id"], owner if isinstance(owner, str) else None,
-                                 mml if isinstance(mml, int) and not isinstance(mml, bool) else None,
+                                 mml if isinstance(mml, int) and not isinstance(mml, bool) and mml > 0
+                                 else None,
                                  root if isinstance(root, str) else None))
         return out
 

@@ -201,25 +201,34 @@ def from_status(status: int, body: bytes, url: str) -> ApiError:
 
 
 # What the server's own message says went wrong, for 400/404/422 (real vLLM 0.32's texts:
-# docs/vllm.md#errors): the first pattern that matches gives the remedy, so it names the actual cause,
-# not every possible one.
+# docs/vllm.md#errors; llama.cpp's: docs/llamacpp.md): the first pattern that matches gives the remedy, so
+# it names the actual cause, not every possible one.
 _REMEDY_BY_MESSAGE: tuple[tuple[frozenset[int], re.Pattern[str], str], ...] = (
     (frozenset({400}), re.compile(r"--enable-auto-tool-choice|--tool-call-parser"),
      "The server was started without the tool-calling flags the request needs (see the message): "
      "`tool_choice: auto` needs vLLM's `--enable-auto-tool-choice` and `--tool-call-parser NAME`, a named "
      "tool_choice `--tool-call-parser NAME` (rank 0's serve command); without them, send no tool_choice."),
-    (frozenset({400}), re.compile(r"max_model_len|maximum context length|max_tokens", re.IGNORECASE),
-     "The prompt plus max_tokens exceed the served context (--max-model-len): ask for fewer tokens "
-     "(--max-tokens) or send a shorter prompt."),
+    (frozenset({400}), re.compile(r"max_model_len|maximum context length|max_tokens|exceeds the available "
+                                  r"context size", re.IGNORECASE),
+     "The prompt plus max_tokens exceed the served context (--max-model-len; llama.cpp's llama-server: "
+     "-c, shared by its slots): ask for fewer tokens (--max-tokens) or send a shorter prompt."),
     (frozenset({400, 404}), re.compile(r"model .* does not exist", re.IGNORECASE),
      "Wrong model name: use one the server lists in /v1/models (--model), or leave --model out."),
-    (frozenset({400, 422}), re.compile(r"validation error|json_invalid|Field required"),
+    (frozenset({400, 422}), re.compile(r"validation error|json_invalid|Field required|^'\w+' is required$"),
      "The server could not read the request body (invalid JSON or a missing field): a client bug or a "
      "server version that expects another request shape; check --api-url points at vLLM's OpenAI server."),
     (frozenset({400}), re.compile(r"\b(?:temperature|top_p|top_k|min_p|presence_penalty|frequency_penalty)\b"
                                   r".*(?:must|got)"),
      "A sampling option is out of the server's range (see the message): use a value it accepts."),
-    (frozenset({404}), re.compile(r"^Not Found$"),
+    # llama.cpp's llama-server: a body that is not JSON is a 500 with nlohmann's parse error, an image for
+    # a model without a projector a 500, an unknown path a 404 "File Not Found" (docs/llamacpp.md)
+    (frozenset({400, 500}), re.compile(r"\[json\.exception\.parse_error"),
+     "The server could not read the request body (it is not valid JSON): a client bug, not a failure of "
+     "the server; check what sent it."),
+    (frozenset({400, 500}), re.compile(r"image input is not supported"),
+     "The served model takes no images (not a failure of the server): send the request without images, or "
+     "serve a vision model (llama.cpp's llama-server: with its projector, --mmproj FILE)."),
+    (frozenset({404}), re.compile(r"^(?:File )?Not Found$"),
      "Wrong path: the server has no such route; check --api-url (the server's base URL)."),
 )
 

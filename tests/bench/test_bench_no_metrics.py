@@ -2,7 +2,8 @@
 llama-server started without `--metrics` (HTTP 501). Refused with a remedy for that status (not the one
 for a 500); with `--force` the run goes on and its records say idleness was not checked. A server with
 llama.cpp's metric families is checked by those. Through the CLI (a subprocess), against the second
-OpenAI-compatible test server (tests/fixtures/openai_server.py)."""
+OpenAI-compatible test server (tests/fixtures/openai_server.py); tests/real_llama/test_llama_differential.py
+requires the real llama-server's 501 to read the same."""
 
 from __future__ import annotations
 
