@@ -232,7 +232,7 @@ async def test_the_line_a_jump_shows_stays_a_third_down_when_the_status_grows(fi
         assert 150 - view.top_index == view.size.height // 3
         before = view.size.height
         pane._set_message("a long message " * 12)  # the status line needs more lines: the view shrinks
-        await pilot.pause()
+        await _until(pilot, lambda: view.size.height < before, tries=500)   # the layout settles (loaded box)
         await pilot.pause()
         assert view.size.height < before and 150 - view.top_index == view.size.height // 3
         await pilot.press("up")  # the operator scrolls: the view is theirs, no more re-placing
@@ -240,6 +240,6 @@ async def test_the_line_a_jump_shows_stays_a_third_down_when_the_status_grows(fi
         top, shrunk = view.top_index, view.size.height
         assert top == 150 - shrunk // 3 - 1
         pane._set_message("")
-        await pilot.pause()
+        await _until(pilot, lambda: view.size.height > shrunk, tries=500)
         await pilot.pause()
         assert view.size.height > shrunk and view.top_index == top
