@@ -226,10 +226,17 @@ class LogView(ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self._changed()
+        if self.following or self._jumped is not None:
+            self.call_after_refresh(self._settle_after_resize)
+
+    def _settle_after_resize(self) -> None:
+        """After a resize's refresh (the status line grew or shrank): at the end if still following, else a
+        jumped-to line a third down again. Decided then, not at the resize: a jump made meanwhile keeps its
+        place (an end scheduled before it once threw it away)."""
         if self.following:
-            self.call_after_refresh(self._to_end)
-        elif self._jumped is not None:  # the status line grew or shrank: the line stays a third down
-            self.call_after_refresh(self._place_jumped)
+            self._to_end()
+        else:
+            self._place_jumped()
 
     # ---- rendering ---------------------------------------------------------------------------------
 
