@@ -152,19 +152,36 @@ def test_watch_shows_an_alert_beginning_and_clearing(demo_cluster: SimCluster) -
     root = demo_cluster.root(1)
     proc = subprocess.Popen(argv(demo_cluster, "--watch", "--interval", "0.5"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    lines: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        lines.extend(iter(proc.stdout.readline, ""))
+
+    def wait_for(text: str, deadline_s: float = 60) -> None:
+        """Each step waits for what the watch printed (a loaded machine starts and samples slowly)."""
+        t0 = time.monotonic()
+        while not any(text in line for line in list(lines)):
+            assert proc.poll() is None and time.monotonic() - t0 < deadline_s, (text, "".join(lines))
+            time.sleep(0.1)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        time.sleep(4)
+        wait_for(" rank 1 ")
         set_fault(root, "low-memory", True, {"available_gib": 3})
-        time.sleep(3)
+        wait_for("ALERT FAIL rank 1 memory-low")
         set_fault(root, "low-memory", False)
-        time.sleep(3)
+        wait_for("CLEARED FAIL rank 1 memory-low")
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
+        reader.join(10)
     finally:
         set_fault(root, "low-memory", False)
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+    out = "".join(lines)
     assert proc.returncode == 0, out + err
     began = [i for i, line in enumerate(out.splitlines()) if "ALERT FAIL rank 1 memory-low" in line]
     cleared = [i for i, line in enumerate(out.splitlines()) if "CLEARED FAIL rank 1 memory-low" in line]

@@ -207,7 +207,8 @@ async def test_pane_streams_stops_and_runs_the_smoke_test(rank0: Rank0Engine, de
 
         await pilot.press("ctrl+t")  # thinking off: the answer starts at once
         assert not pane.session.settings.thinking
-        pane.send("Write a very long essay about the ocean.")
+        # 25 000 tokens planned by the simulated engine: still streaming whenever the Esc lands (loaded box)
+        pane.send("Write a 20000-word essay about the ocean.")
         await _until(pilot, lambda: pane._turn is not None and pane._turn.content_text, 20)
         # usage on every chunk (continuous_usage_stats): tokens and tok/s move while it streams
         # (a loaded machine can deliver the first chunks in one read: wait for tokens after the first)
