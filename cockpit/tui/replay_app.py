@@ -116,7 +116,6 @@ class ReplayApp(CockpitApp):
         self.clock = clock
         self.ctx.replay = clock
         self.ctx.watcher = ReplayedWatcher(self.fleet, config, probe_api=False)
-        self.replay_events: tuple[object, ...] = ()
         self._shown_at: float | None = None
         self._version = 0
 
@@ -147,7 +146,6 @@ class ReplayApp(CockpitApp):
         state.stats.version = self._version      # a new model: never mistaken for the one drawn before
         self.ctx.monitor.stats = state.stats
         self.ctx.watcher.timeline = state.timeline      # the model as it stood then, its verdict recorded
-        self.replay_events = state.events
         if self.panes():
             self._broadcast(lambda pane: pane.stats_changed())
         self.refresh_header()
