@@ -30,8 +30,10 @@ from simcluster import prepare_hosts
 
 from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
+from cockpit.api.errors import ApiError
 from cockpit.api.liveness import read_sample
 from cockpit.api.readiness import api_url_via_tunnel
+from cockpit.api.stream import StreamDeadlines
 from cockpit.config import load_config
 from cockpit.hosts import Fleet
 
@@ -64,6 +66,14 @@ class RealCluster:
             state = json.loads((cdir / "state.json").read_text())
             if state.get("Running"):
                 return int(state["Pid"])
+        raise AssertionError("rank 0 has no running container")
+
+    def metrics_reads(self) -> int:
+        """How many `GET /metrics` rank 0's running container has logged (vLLM's access log)."""
+        for cdir in (self.dir / "hosts" / "rank-0" / "docker" / "containers").iterdir():
+            state = json.loads((cdir / "state.json").read_text())
+            if state.get("Running"):
+                return sum(log.read_bytes().count(b"GET /metrics") for log in cdir.glob("*-json.log"))
         raise AssertionError("rank 0 has no running container")
 
     def engine_core_pid(self) -> int:
@@ -120,18 +130,54 @@ def real_cluster(vllm_py: Path, tiny_model_dir: Path,
             down(cluster_dir)
 
 
-async def _held_answer(client: ApiClient) -> asyncio.Task:
-    """A long answer streaming (ignore_eos: a random model would end it any time), returned once
-    /metrics shows it running."""
-    request = ChatRequest([{"role": "user", "content": "a long story"}], model=SERVED, thinking=False,
-                          temperature=1.0, max_tokens=1800, extra={"ignore_eos": True})
-    task = asyncio.create_task(client.chat_streamed(request))
+def _long_request() -> ChatRequest:
+    return ChatRequest([{"role": "user", "content": "a long story"}], model=SERVED, thinking=False,
+                       temperature=1.0, max_tokens=1800, extra={"ignore_eos": True})
+
+
+async def _until_running(client: ApiClient) -> None:
     t0 = time.monotonic()
     while not (await read_sample(client)).running:
-        assert not task.done(), task
-        assert time.monotonic() - t0 < 60, "the answer never showed as running"
+        assert time.monotonic() - t0 < 60, "no answer ever showed as running"
         await asyncio.sleep(0.2)
-    return task
+
+
+class _Feeder:
+    """Long answers kept streaming, two at a time and staggered (a new one when one ends), until told to
+    stop: rank 0 is busy at any instant however fast the machine generates (CI's machine ended one answer
+    of 1 800 tokens before a `stop` had read rank 0's requests)."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+        self.tasks: list[asyncio.Task] = []
+        self.feeding = True
+
+    async def start(self) -> None:
+        self._add()
+        await _until_running(self.client)   # (one that ends is replaced)
+        await asyncio.sleep(0.5)    # staggered: the two never end together
+        self._add()
+
+    def _add(self) -> None:
+        task = asyncio.create_task(self.client.chat_streamed(_long_request()))
+        task.add_done_callback(lambda t: self._add() if self.feeding and not t.cancelled()
+                               and t.exception() is None else None)
+        self.tasks.append(task)
+
+    def halt(self) -> None:
+        """No new answers from now on."""
+        self.feeding = False
+
+    def cancel(self) -> None:
+        self.halt()
+        for task in self.tasks:
+            task.cancel()
+
+    async def stop(self, within_s: float) -> list:
+        """No new answers; what every answer became (a result or its exception) once they have ended."""
+        self.halt()
+        done = await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), within_s)
+        return list(done)
 
 
 async def _wait_status(cluster: RealCluster, done, what: str) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
@@ -195,7 +241,8 @@ async def test_sigstop_engine_core_is_a_hang_and_sigcont_ends_it(real_cluster: R
         assert await fleet.wait_connected(30)
         url = await api_url_via_tunnel(fleet, cfg.cluster.api_port)
         async with ApiClient(url) as client:
-            held = await _held_answer(client)
+            feeder = _Feeder(client)      # an answer streaming at the SIGSTOP, however fast the machine
+            await feeder.start()
             core = real_cluster.engine_core_pid()
             os.kill(core, signal.SIGSTOP)
             try:
@@ -209,7 +256,7 @@ async def test_sigstop_engine_core_is_a_hang_and_sigcont_ends_it(real_cluster: R
             code, report = await _wait_status(real_cluster, lambda r: r["verdict"]["state"] == "ready",
                                               "ready after SIGCONT")
             assert code == 0
-            held.cancel()
+            feeder.cancel()
     real_cluster.steps["hang"] = True
 
 
@@ -265,24 +312,38 @@ async def test_relaunch_then_stop_with_an_answer_streaming_is_a_stop(real_cluste
         assert await fleet.wait_connected(30)
         url = await api_url_via_tunnel(fleet, cfg.cluster.api_port)
         async with ApiClient(url) as client:
-            held = await _held_answer(client)
-            stop = await asyncio.to_thread(real_cluster.cli, "stop", "--yes", "--json", "--drain=900",
-                                           timeout=1200)
-            answer = await asyncio.wait_for(held, 60)
+            feeder = _Feeder(client)
+            await feeder.start()
+            reads = real_cluster.metrics_reads()
+            stopping = asyncio.create_task(asyncio.to_thread(
+                real_cluster.cli, "stop", "--yes", "--json", "--drain=900", timeout=1200))
+            # answers keep coming until the stop has read rank 0's /metrics (its in-flight count); then the
+            # ones streaming must be drained, each whole
+            t0 = time.monotonic()
+            while (real_cluster.metrics_reads() == reads and not stopping.done()
+                   and time.monotonic() - t0 < 300):
+                await asyncio.sleep(0.1)
+            feeder.halt()
+            stop = await stopping
+            answers = await feeder.stop(60)
     assert stop.returncode == 0, stop.stdout + stop.stderr
     data = json.loads(stop.stdout)
     assert data["in_flight"]["running"] >= 1 and data["drain"]["outcome"] == "drained", data
     assert [o["rank"] for o in data["stopped"]] == [0, 1, 2, 3] and all(o["ok"] for o in data["stopped"])
-    assert answer.finish_reason == "length" and answer.usage is not None, answer   # the whole answer, not cut
+    for answer in answers:      # the whole answer, none cut
+        assert not isinstance(answer, BaseException) and answer.finish_reason == "length", answer
+        assert answer.usage is not None, answer
     _stopped_cleanly(real_cluster)
 
     await _relaunch(real_cluster)
     async with Fleet(cfg) as fleet:
         assert await fleet.wait_connected(30)
         url = await api_url_via_tunnel(fleet, cfg.cluster.api_port)
-        async with ApiClient(url) as client:
-            held = await _held_answer(client)
+        async with ApiClient(url, deadlines=StreamDeadlines(300.0, 20.0)) as client:
+            feeder = _Feeder(client)
+            await feeder.start()
             stop = await asyncio.to_thread(real_cluster.cli, "stop", "--yes", "--json", "--no-drain")
-            assert stop.returncode == 0, stop.stdout + stop.stderr
-            held.cancel()
+            answers = await feeder.stop(120)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    assert [a for a in answers if isinstance(a, ApiError)], f"no answer was open at the stop: {answers}"
     _stopped_cleanly(real_cluster)
