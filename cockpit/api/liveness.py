@@ -50,6 +50,8 @@ REMEDY_HUNG = (
     "Collect rank 0's last lines (`r37-cockpit logs --rank 0 -n 200`), stop the cluster head first "
     "(`r37-cockpit stop`), then relaunch (`r37-cockpit launch --replace-stopped`)."
 )
+REMEDY_UNDECIDED = ("Look again in a few seconds (`r37-cockpit status`, or the Stats pane): the engine is "
+                    "serving once its token counters grow, hung once they stay flat for the hang limit.")
 REMEDY_NOT_VLLM = "The server's /metrics has no vLLM request and token counters: check the --api-url."
 
 
@@ -165,6 +167,12 @@ class Liveness:
     message: str
     remedy: str = ""
 
+    @property
+    def undecided(self) -> bool:
+        """Requests in the engine and no new tokens seen since the series began, for less than the hang
+        limit: whether it moves is not known yet (it may have stopped long before the first sample)."""
+        return self.state == "unknown" and self.since is not None
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -192,6 +200,9 @@ class HangTracker:
         self.last: Liveness = UNKNOWN
         self._prev: EngineSample | None = None
         self._flat_since = 0.0  # first sample of the current run of busy samples without progress
+        # when the current flat run began is known: it began at a sample of this series (after growth, an
+        # idle sample or a restart), not before the first one (then the engine may have stopped long before)
+        self._start_known = False
 
     def feed(self, sample: EngineSample) -> Liveness:
         if not sample.complete:
@@ -204,16 +215,16 @@ class HangTracker:
                                           or sample.prompt_tokens_total < prev.prompt_tokens_total)
         note = "; counters went backwards: the engine restarted, a new series starts" if restarted else ""
         if prev is None or restarted:
-            self._flat_since = sample.at
+            self._flat_since, self._start_known = sample.at, restarted
         else:
             gen = sample.generation_tokens_total - prev.generation_tokens_total
             prompt = sample.prompt_tokens_total - prev.prompt_tokens_total
             if gen > 0 or prompt > 0:
-                self._flat_since = sample.at
+                self._flat_since, self._start_known = sample.at, True
                 done = _progress(gen, prompt, sample.at - prev.at)
                 return self._set(Liveness("serving", sample.at, f"{done}, {_requests(sample)}"))
             if not (sample.busy and prev.busy):  # the flat clock runs only over busy samples in a row
-                self._flat_since = sample.at
+                self._flat_since, self._start_known = sample.at, True
         if not sample.busy:
             return self._set(Liveness("idle", sample.at, "no requests running or waiting" + note), restarted)
         flat = sample.at - self._flat_since
@@ -222,13 +233,18 @@ class HangTracker:
                 "hung", self._flat_since,
                 f"{_requests(sample)}, but vllm:generation_tokens_total has not grown for {flat:.0f} s "
                 f"(threshold {self.hang_after_s:g} s)", REMEDY_HUNG))
+        if not self._start_known:   # the flat run may have begun long before this series: not "serving"
+            return self._set(Liveness(
+                "unknown", self._flat_since,
+                f"{_requests(sample)}, no new tokens in the {flat:.0f} s watched: not known yet whether the "
+                f"engine moves (hung after {self.hang_after_s:g} s without)", REMEDY_UNDECIDED))
         waited = f", no new tokens for {flat:.0f} s" if flat >= 1 else ""
         return self._set(Liveness("serving", sample.at, f"{_requests(sample)}{waited}{note}"), restarted)
 
     def _set(self, live: Liveness, fresh: bool = False) -> Liveness:
-        """Keep ``since`` while the state stays the same (``hung`` carries its own start; ``fresh``: a
-        new series, the state begins again)."""
-        if (not fresh and live.state == self.last.state and live.state != "hung"
+        """Keep ``since`` while the state stays the same (``hung`` and ``unknown`` carry their own start;
+        ``fresh``: a new series, the state begins again)."""
+        if (not fresh and live.state == self.last.state and live.state not in ("hung", "unknown")
                 and self.last.since is not None):
             live = Liveness(live.state, self.last.since, live.message, live.remedy)
         self.last = live

@@ -450,6 +450,9 @@ def status_report(fleet: Fleet, cfg: ClusterConfig, timeline: ClusterTimeline,
                         live.state if live is not None else "unknown", stuck)
 
 
+ENGINE_DECIDE_S = 30.0       # at most this long `status` watches a busy engine not seen to move
+
+
 async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None = None,
                          api_url: str | None = None, *, timeout: float = 30.0,
                          watch_engine: float = 0.0, recording: Recording | None = None,
@@ -468,6 +471,13 @@ async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None
             await asyncio.sleep(1.5)
             await watcher.probe()
         watcher.tick()
+        # requests in the engine and no growth seen yet: look again until the counters move (serving) or
+        # stay flat for the hang limit (hung), within ENGINE_DECIDE_S; still undecided then: said unknown
+        decide = time.monotonic() + min(cfg.engine.hang_after_s + 2.0, ENGINE_DECIDE_S)
+        while time.monotonic() < decide and _undecided(watcher.timeline):
+            await asyncio.sleep(1.0)
+            await watcher.probe()
+            watcher.tick()
         end = time.monotonic() + watch_engine
         while time.monotonic() < end and watcher.timeline.liveness is not None:
             await asyncio.sleep(min(1.0, max(0.0, end - time.monotonic())))
@@ -476,6 +486,11 @@ async def cluster_status(fleet: Fleet, cfg: ClusterConfig, ledger: Ledger | None
         if watcher.timeline.compute_verdict().state == "hung":
             stuck = await stuck_evidence(fleet, cfg, watcher.timeline, stacks=stacks)
         return status_report(fleet, cfg, watcher.timeline, stuck)
+
+
+def _undecided(timeline: ClusterTimeline) -> bool:
+    live = timeline.engine_liveness()
+    return live is not None and live.undecided
 
 
 STUCK_SAMPLE_S = 15.0        # seconds `status` waits for two sampler rounds of every rank when hung

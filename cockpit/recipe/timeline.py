@@ -187,6 +187,9 @@ class ClusterTimeline:
             live = self.engine_liveness()
             if live is not None and live.state == "hung":
                 return ClusterVerdict("hung", f"engine HUNG: {live.message}", None, live.remedy)
+            if live is not None and live.undecided:   # READY would be a pass on absent evidence
+                return ClusterVerdict("unknown", f"API ready, engine progress unknown: {live.message}", None,
+                                      live.remedy)
             return ClusterVerdict("ready", "cluster READY: API answers /health and lists the model")
         if launching and running:
             return ClusterVerdict("launching", f"launching: {len(running)}/{len(ts)} ranks started"

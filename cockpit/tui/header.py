@@ -84,12 +84,16 @@ def health_line(cluster: str, statuses: list[HostStatus], model: ClusterTimeline
     label, vstyle = VERDICT_LABEL.get(v.state, (v.state, ""))
     if (v.state == "idle" and not looked) or (v.state == "unknown" and v.summary.startswith("reading")):
         label, vstyle = "looking at the hosts …", "muted"     # not yet known: never "no model running"
+    live = model.engine_liveness() if v.state == "unknown" else None
+    undecided = live is not None and live.undecided
+    if undecided:     # busy, counters not yet seen to move: neither READY nor HUNG yet
+        label = "engine progress unknown"
     if v.state == "down" and v.first_failed is not None:
         label += f": rank {v.first_failed} failed"
     text.append(sep)
     text.append(label, style=vstyle)
     api = model.api
-    if api is not None and v.state in ("ready", "launching", "hung"):
+    if api is not None and (v.state in ("ready", "launching", "hung") or undecided):
         text.append(sep)
         ready = ("API ready", "ok.soft") if api.ready else ("API not ready", "warn.soft")
         text.append(*ready)

@@ -21,6 +21,7 @@ from cockpit.api.errors import ApiError
 from cockpit.api.liveness import (
     GENERATION,
     RUNNING,
+    UNKNOWN,
     EngineSample,
     HangTracker,
     Liveness,
@@ -188,8 +189,30 @@ def test_a_sample_without_vllm_families_is_unknown_and_breaks_the_series() -> No
     t.feed(sample(0, gen=10, running=1))
     live = t.feed(parse_sample("up 1\n", 3))
     assert live.state == "unknown" and live.since is None and "vllm:num_requests_running" in live.message
-    assert t.feed(sample(9, gen=10, running=1)).state == "serving"  # a new series, not 9 s flat
+    # a new series, not 9 s flat; busy at its first sample: not known yet whether it moves
+    undecided = t.feed(sample(9, gen=10, running=1))
+    assert undecided.state == "unknown" and undecided.undecided and undecided.since == 9
     assert t.feed(sample(14, gen=10, running=1)).state == "hung"
+
+
+def test_a_busy_engine_is_serving_only_once_its_counters_are_seen_to_grow() -> None:
+    """The first sample of a series shows requests and tokens so far, not that tokens still come: a look
+    that starts during a hang must not call it serving (issue 22: `status` said READY right after a hang)."""
+    t = HangTracker(hang_after_s=10)
+    first = t.feed(sample(0, gen=500, running=1))
+    assert first.state == "unknown" and first.undecided and first.since == 0
+    assert "1 running" in first.message and "not known yet" in first.message and first.remedy
+    later = t.feed(sample(4, gen=500, running=1))
+    assert later.undecided and later.since == 0 and "in the 4 s watched" in later.message
+    assert t.feed(sample(10, gen=500, running=1)).state == "hung"   # flat for the limit: hung all the same
+    moving = HangTracker(hang_after_s=10)
+    moving.feed(sample(0, gen=500, running=1))
+    assert moving.feed(sample(1, gen=520, running=1)).state == "serving"
+    assert moving.feed(sample(3, gen=520, running=1)).state == "serving"   # flat 2 s after growth: known
+    idle_first = HangTracker(hang_after_s=10)
+    idle_first.feed(sample(0, gen=500))
+    assert idle_first.feed(sample(1, gen=500, running=1)).state == "serving"  # began after an idle sample
+    assert not HangTracker(10).feed(sample(0)).undecided and not UNKNOWN.undecided
 
 
 def test_liveness_to_dict() -> None:

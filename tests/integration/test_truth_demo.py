@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -338,3 +340,38 @@ async def test_a_launch_by_another_cockpit_is_read_on_every_rank(fresh_demo_clus
                 await asyncio.sleep(0.2)
             pending = {r: t.pending for r, t in watcher.timeline.ranks.items()}
             assert watcher.timeline.verdict.state == "ready", (watcher.timeline.verdict, pending)
+
+
+async def test_a_status_taken_as_the_engine_hangs_never_says_ready(fresh_demo_cluster) -> None:
+    """Found by perf/truth.py on a quiet machine: a one-off `status` right after the engine hung said READY.
+    Its one /metrics sample showed a request running and the head's last stats line still had tokens (the
+    hang was inside the line's interval): "serving" with no evidence that tokens still came. A look that has
+    not seen the counters move must keep looking, to serving (they grow) or hung (flat for hang_after_s),
+    and says unknown if it cannot tell, never READY. With the answer flowing, it is READY."""
+    cluster = fresh_demo_cluster
+    await _launched(cluster)
+    cfg = cluster.config
+    chat = subprocess.Popen([sys.executable, "-m", "cockpit", "--config", str(cluster.config_path), "chat",
+                             "--timeout", "120", "--max-tokens", "4000", "--no-thinking", "a long story"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        async with Fleet(cfg) as fleet:
+            assert await fleet.wait_connected(20)
+            async with ClusterWatcher(fleet, cfg) as watcher:
+                assert await watcher.first_look(30)
+                t0 = time.monotonic()
+                while not ((s := watcher._last_sample) and s.running and s.generation_tokens_total):
+                    assert time.monotonic() - t0 < 60, watcher.timeline.liveness
+                    await asyncio.sleep(0.2)
+        code, report = await asyncio.to_thread(_status, cluster)       # tokens flowing: serving
+        assert code == 0 and report["verdict"]["state"] == "ready" and report["engine"] == "serving", report
+        cluster.fault(0, "hang")
+        await asyncio.sleep(1.0)
+        code, report = await asyncio.to_thread(_status, cluster)       # 1 s into the hang: watched to the end
+        assert report["verdict"]["state"] == "hung" and code == 1, report["verdict"]
+        code, report = await asyncio.to_thread(_status, cluster)       # long hung: at once
+        assert report["verdict"]["state"] == "hung" and code == 1, report["verdict"]
+    finally:
+        chat.kill()
+        chat.wait(timeout=30)
+        cluster.fault(0, "hang", on=False)

@@ -136,3 +136,32 @@ def test_an_unknown_rank_is_not_reset_by_the_model() -> None:
     v = cluster.compute_verdict()
     assert v.state == "unknown" and "docker not answering" in v.summary
     assert cluster[1].phase is Phase.RUNNING
+
+
+def test_a_busy_engine_not_seen_to_move_is_neither_ready_nor_hung() -> None:
+    """The API answers and /metrics shows a request, but no sample yet shows the counters grow: the cluster
+    is not READY (that would be a pass on absent evidence) and not HUNG (the flat run is shorter than the
+    limit as far as anything read says); growth makes it READY. The header says the same."""
+    from cockpit.api.liveness import EngineSample, HangTracker
+    from cockpit.tui.header import health_line
+    head = RankTimeline(0)
+    head.feed_container(_running(0.0), 5000.0)
+    head.partial = True
+    cluster = ClusterTimeline([0], hang_after_s=15)
+    cluster.ranks[0] = head
+    cluster.settle(cluster.mark_api(ApiStatus("ready", "ok"), 5000.0))
+    assert cluster.verdict.state == "ready"
+    tracker = HangTracker(15)
+    found = frozenset({"vllm:num_requests_running", "vllm:generation_tokens_total",
+                       "vllm:prompt_tokens_total"})
+    busy = EngineSample(1, 0, 900.0, 50.0, None, 10.0, found)
+    cluster.mark_liveness(tracker.feed(busy))
+    cluster.settle([])
+    v = cluster.verdict
+    assert v.state == "unknown" and v.code == "state-unknown" and "engine progress unknown" in v.summary
+    assert "status" in v.remedy
+    line = health_line("c", [], cluster).plain
+    assert "engine progress unknown" in line and "API ready" in line and "READY" not in line
+    cluster.mark_liveness(tracker.feed(EngineSample(1, 0, 960.0, 50.0, None, 11.0, found)))
+    cluster.settle([])
+    assert cluster.verdict.state == "ready" and "READY" in health_line("c", [], cluster).plain
