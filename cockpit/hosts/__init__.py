@@ -13,9 +13,11 @@ if TYPE_CHECKING:
     from cockpit.hosts.fleet import Fleet
     from cockpit.hosts.host import Host
     from cockpit.hosts.shell import (
+        SAME,
         ShellCommand,
         command,
         every,
+        every_changed,
         read_files,
         sequence,
         stats_sampler,
@@ -33,14 +35,15 @@ if TYPE_CHECKING:
 EXPORTS = {
     "cockpit.hosts.fleet": ("Fleet",),
     "cockpit.hosts.host": ("Host",),
-    "cockpit.hosts.shell": ("ShellCommand", "command", "every", "read_files", "sequence", "stats_sampler",
-                            "tcp_probe"),
+    "cockpit.hosts.shell": ("SAME", "ShellCommand", "command", "every", "every_changed", "read_files",
+                            "sequence", "stats_sampler", "tcp_probe"),
     "cockpit.hosts.state": ("CommandRecord", "CommandTimeout", "HostState", "HostStatus", "HostUnavailable",
                             "Result"),
 }
 __all__ = [
-    "CommandRecord", "CommandTimeout", "Fleet", "Host", "HostState", "HostStatus", "HostUnavailable",
-    "Result", "ShellCommand", "command", "every", "read_files", "sequence", "stats_sampler", "tcp_probe",
+    "SAME", "CommandRecord", "CommandTimeout", "Fleet", "Host", "HostState", "HostStatus", "HostUnavailable",
+    "Result", "ShellCommand", "command", "every", "every_changed", "read_files", "sequence", "stats_sampler",
+    "tcp_probe",
 ]
 if not TYPE_CHECKING:
     __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -76,6 +76,25 @@ def every(seconds: float, cmd: Cmd, *, marker: str | None = None, status: bool =
     return ShellCommand(f"while :; do {body}; sleep {seconds:g}; done")
 
 
+SAME = "="     # `every_changed`'s status word for a round whose output equalled the last one's
+
+
+def every_changed(seconds: float, cmd: Cmd, *, marker: str) -> ShellCommand:
+    """`every` with `marker` and `status`, but a round whose output (stdout and stderr, merged) and status
+    equal the previous round's prints only `MARKER =` (`SAME`): the reader keeps the last round's output.
+    Most rounds of a look at a steady container repeat the last one: ~200 lines a second per host, then
+    one. The first round of each channel is printed whole."""
+    if seconds <= 0:
+        raise ValueError("interval must be positive")
+    if not _LABEL.match(marker):
+        raise ValueError(f"bad marker: {marker!r}")
+    body = as_command(cmd).line
+    return ShellCommand(
+        f'last=; while :; do out=$( {{ {body}; }} 2>&1 </dev/null; echo {marker} "$?"); '
+        f'if [ "$out" = "$last" ]; then echo {marker} {SAME}; else printf \'%s\\n\' "$out"; last=$out; fi; '
+        f"sleep {seconds:g}; done")
+
+
 def read_files(paths: Sequence[str]) -> ShellCommand:
     """Print `PATH<TAB>first line` for every readable file (missing ones print `PATH<TAB>` nothing)."""
     quoted = " ".join(shlex.quote(p) for p in paths)

@@ -1,10 +1,11 @@
 """The live cluster model, kept up to date: one watcher per cockpit over the fleet's existing connections.
 
-Per rank, one long-lived channel runs `docker inspect NAME` every `interval` seconds (`hosts.every`: no
-new SSH session per look), so a container that starts, stops or disappears anywhere — also by another
-cockpit or by hand — shows within about a second; the rank's log is read (its tail for a container this
-watcher did not see start, all of it for one it launched) and then followed, through the same follower
-as the Logs pane. Rank 0's API is probed through the SSH tunnel and its `/metrics` sampled for liveness.
+Per rank, one long-lived channel runs `docker inspect NAME` every `interval` seconds
+(`hosts.every_changed`: no new SSH session per look, a round equal to the last one sent as one line), so
+a container that starts, stops or disappears anywhere — also by another cockpit or by hand — shows
+within about a second; the rank's log is read (its tail for a container this watcher did not see start,
+all of it for one it launched) and then followed, through the same follower as the Logs pane. Rank 0's
+API is probed through the SSH tunnel and its `/metrics` sampled for liveness.
 Everything lands in one `ClusterTimeline`: the header, every pane and `status` render that.
 """
 
@@ -23,7 +24,7 @@ from cockpit.api.client import ApiClient
 from cockpit.api.liveness import EngineSample, HangTracker, parse_sample, read_metrics_text
 from cockpit.api.status import ApiStatus
 from cockpit.config import ClusterConfig
-from cockpit.hosts import CommandTimeout, Fleet, HostUnavailable, every
+from cockpit.hosts import SAME, CommandTimeout, Fleet, HostUnavailable, every_changed
 from cockpit.recipe import containers
 from cockpit.recipe.containers import ContainerState, InspectFrame, read_inspect_frame
 from cockpit.recipe.ledger import Ledger
@@ -220,20 +221,25 @@ class ClusterWatcher:
     async def _watch_rank(self, rank: int) -> None:
         host = self.fleet[rank]
         name = self.cfg.cluster.container_name
-        cmd = every(self.interval, containers.inspect_argv(name), marker=FRAME_MARK, status=True)
+        # a round equal to the last one comes as one line (SAME): that frame again, seen now
+        cmd = every_changed(self.interval, containers.inspect_argv(name), marker=FRAME_MARK)
         while True:
             try:
                 if not host.status.connected:
                     await host.wait_connected()
                 chunk: list[str] = []
+                last: InspectFrame | None = None
                 async for line in host.stream(cmd, merge_stderr=True):
                     mark, _, rc = line.strip().partition(" ")
                     if mark != FRAME_MARK:
                         if len(chunk) < 5000:       # a container's inspect is ~200 lines; bound junk
                             chunk.append(line)
                         continue
-                    status = int(rc) if rc.isdigit() else None
-                    frame = read_inspect_frame("\n".join(chunk), status)
+                    if rc == SAME and not chunk and last is not None:
+                        frame = last
+                    else:
+                        status = int(rc) if rc.isdigit() else None
+                        frame = last = read_inspect_frame("\n".join(chunk), status)
                     chunk = []
                     self._frame(rank, frame)
             except (HostUnavailable, CommandTimeout):

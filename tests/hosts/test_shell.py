@@ -108,3 +108,28 @@ def test_write_stdin_atomic_never_clobbers_and_replaces_only_the_shown_file(tmp_
     assert sorted(p.name for p in target.parent.iterdir()) == ["cluster.env"]   # no temp file left
     with pytest.raises(ValueError):
         write_stdin_atomic("x", replace_sha256="nothex")
+
+
+def test_every_changed_sends_a_repeated_round_as_one_line(tmp_path) -> None:
+    """The watcher's look at a steady container: the first round whole, then `MARKER =` while nothing
+    changed, the whole round again (with its status) when its output or status changed."""
+    from cockpit.hosts.shell import SAME, every_changed
+    state = tmp_path / "state"
+    state.write_text("a\n")
+    script = tmp_path / "look"
+    script.write_text('cat "$1"; echo err >&2; [ "$(cat "$1")" = a ]\n')
+    line = every_changed(0.05, ["sh", str(script), str(state)], marker="@@m-1").line
+    proc = subprocess.Popen(["bash", "-c", line], stdout=subprocess.PIPE, text=True)
+    out = proc.stdout
+    assert out is not None
+    got = [out.readline() for _ in range(4)]
+    assert got == ["a\n", "err\n", "@@m-1 0\n", f"@@m-1 {SAME}\n"], got
+    state.write_text("b\n")
+    lines = []
+    while (line := out.readline()) != "@@m-1 1\n":      # the changed round, whole, with its status
+        lines.append(line)
+    proc.kill()
+    proc.wait()
+    assert lines[-2:] == ["b\n", "err\n"] and set(lines[:-2]) <= {f"@@m-1 {SAME}\n"}
+    with pytest.raises(ValueError):
+        every_changed(1, ["true"], marker="bad marker")
