@@ -7,8 +7,9 @@ A demo cluster of `--hosts` hosts is started in a temp dir, set up and launched 
     pane in `--panes`; after the fleet is connected and `--warm` seconds on the pane, the CPU time of the
     TUI process (utime + stime from /proc) over `--seconds` gives its share of one core. Target: <= 2 %
     on any pane with 4 hosts. The floor: the same remote streams the core keeps open at rest (each rank's
-    watcher loop `docker inspect` every second and the stats sampler's loop) read through the cockpit's SSH
-    layer (asyncssh) in a process of its own, every line discarded: what any client of those streams pays.
+    watcher loop: `docker inspect` every second, a round equal to the last as one line; the stats
+    sampler's loop) read through the cockpit's SSH layer (asyncssh) in a process of its own, every line
+    discarded: what any client of those streams pays.
 (b) `status --json`: CPU (user + system of the process) and wall time, median of `--runs`, next to the
     floor `ssh -F DIR/ssh_config HOST docker inspect CONTAINER` run on every host in parallel (OpenSSH,
     CPU of the ssh processes). Targets: <= 0.5 s CPU and <= 1.0 s wall on a quiet machine.
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.config import load_config
-from cockpit.hosts import Fleet, every, stats_sampler
+from cockpit.hosts import Fleet, every_changed, stats_sampler
 from cockpit.recipe.containers import inspect_argv
 from cockpit.recipe.watch import FRAME_MARK
 from cockpit.sim import cluster as sim
@@ -103,7 +104,7 @@ async def _floor_streams(toml: Path, seconds: float, warm: float) -> float:
 
         tasks = []
         for rank in cfg.ranks:
-            inspect = every(1.0, inspect_argv(cfg.cluster.container_name), marker=FRAME_MARK, status=True)
+            inspect = every_changed(1.0, inspect_argv(cfg.cluster.container_name), marker=FRAME_MARK)
             sampler = stats_sampler(cfg.stats.interval_s, GPU_FIELDS, APP_FIELDS, cfg.host(rank).ib_hca)
             tasks += [asyncio.create_task(read(rank, inspect)), asyncio.create_task(read(rank, sampler))]
         await asyncio.sleep(warm)
