@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cockpit.api.status import ApiStatus
 from cockpit.recipe import containers as dk
 from cockpit.recipe import launch as L
@@ -172,6 +174,26 @@ def test_with_a_hung_engine(snap_compare, fixed_config) -> None:
 
     app, before = app_with(fixed_config, setup, dry=False)
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+@pytest.mark.parametrize("size", [SIZE, (80, 24)], ids=["160x48", "80x24"])
+def test_with_an_engine_not_yet_seen_to_move(snap_compare, fixed_config, size) -> None:
+    """A TUI opened as the engine hung: requests in the engine, no sample yet shows the counters grow. The
+    header says "engine progress unknown │ API ready", never READY; the verdict says what it waits for."""
+    from cockpit.api.liveness import EngineSample, HangTracker
+
+    def setup(pane: LaunchPane) -> None:
+        _serving(pane)
+        found = frozenset({"vllm:num_requests_running", "vllm:generation_tokens_total",
+                           "vllm:prompt_tokens_total"})
+        tracker = HangTracker(90)
+        for at in (T0 + 110, T0 + 116):      # two samples, the counters flat
+            live = tracker.feed(EngineSample(2, 1, 51_200.0, 8_000.0, 0.31, at, found))
+        pane.timeline.mark_liveness(live)
+        feed(pane, [])
+
+    app, before = app_with(fixed_config, setup, dry=False)
+    assert snap_compare(app, terminal_size=size, run_before=before)
 
 
 def test_the_relaunch_dialog(snap_compare, fixed_config) -> None:
