@@ -126,6 +126,7 @@ class CockpitApp(App[None]):
         self._active = self._index_of(config_path)
         self.generation = 0                 # +1 per switch: messages of the cluster before are dropped
         self._panes: list[Pane] = []
+        self._header: ClusterHeader | None = None
         self.recording: Recording | None = None   # the flight recorder of the open cluster, while connected
         self.fleet = Fleet(config)
         self.ctx = CockpitContext(config, config_path, self.fleet, api_url=api_url, read_only=read_only)
@@ -358,13 +359,15 @@ class CockpitApp(App[None]):
         self.refresh_header()
 
     def refresh_header(self) -> None:
-        header = self.query(ClusterHeader)
-        if not header or not self.panes():
+        header = self._header
+        if header is None or not header.is_attached:      # kept, as the panes are: no DOM walk per tick
+            found = self.query(ClusterHeader)
+            header = self._header = found.first() if found else None
+        if header is None or not self.panes():
             return                          # between two clusters' panes (a switch recomposes), closing
-        header.first().show(self.cluster_title(), self.fleet.statuses,
-                                           self.ctx.watcher.timeline, self.ctx.watcher.looked(),
-                                           self.ctx.monitor.stats.alerts, read_only=self.ctx.read_only,
-                                           replay=self.ctx.replay)
+        header.show(self.cluster_title(), self.fleet.statuses, self.ctx.watcher.timeline,
+                    self.ctx.watcher.looked(), self.ctx.monitor.stats.alerts, read_only=self.ctx.read_only,
+                    replay=self.ctx.replay)
 
     # ---- quitting -------------------------------------------------------------------------------------
 
