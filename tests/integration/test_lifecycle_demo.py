@@ -5,6 +5,7 @@ a stop with the head unreachable, and a second cockpit's stop seen by the first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import json
 import os
@@ -15,6 +16,7 @@ import sys
 import termios
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -103,6 +105,30 @@ def _decoding(watcher: ClusterWatcher) -> bool:
     """The watcher's last /metrics sample shows a request running and tokens generated."""
     sample = watcher._last_sample
     return sample is not None and sample.running > 0 and sample.generation_tokens_total > 0
+
+
+@contextlib.asynccontextmanager
+async def streaming_answer(cluster, timeout_s: int = 300) -> AsyncIterator[None]:  # type: ignore[no-untyped-def]
+    """A long answer (`chat`, 4 000 tokens) decoding on the cluster while the block runs: entered once a
+    watcher's /metrics sample shows it running with tokens; the chat is killed on the way out."""
+    cfg = cluster.config
+    chat = subprocess.Popen([sys.executable, "-m", "cockpit", "--config", str(cluster.config_path), "chat",
+                             "--timeout", str(timeout_s), "--max-tokens", "4000", "--no-thinking",
+                             "write a long story"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        async with Fleet(cfg) as fleet:
+            assert await fleet.wait_connected(20)
+            async with ClusterWatcher(fleet, cfg) as watcher:
+                assert await watcher.first_look(30)
+                t0 = time.monotonic()
+                while not _decoding(watcher):
+                    assert time.monotonic() - t0 < 60, watcher.timeline.liveness
+                    await asyncio.sleep(0.2)
+        yield
+    finally:
+        chat.kill()
+        chat.wait(timeout=30)
 
 
 def _finished(proc: subprocess.Popen[str], t0: float) -> tuple[float, str, str]:

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from test_launch_demo import cli, prepare_hosts
-from test_lifecycle_demo import _decoding
+from test_lifecycle_demo import streaming_answer
 
 from cockpit.hosts import Fleet
-from cockpit.recipe.watch import ClusterWatcher
 from cockpit.sim.faults import set_fault
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.launch import LaunchPane
@@ -69,59 +66,47 @@ async def test_tp_deadlock_on_rank_2_is_named_with_remedy_and_gone_when_cleared(
         await prepare_hosts(fleet, cfg)
     assert cli(cluster, "launch", "--yes").returncode == 0
     hang_after = cfg.engine.hang_after_s
-    chat = [sys.executable, "-m", "cockpit", "--config", str(cluster.config_path), "chat", "--timeout", "300",
-            "--max-tokens", "4000", "--no-thinking", "write a long story"]
-    held = subprocess.Popen(chat, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        async with Fleet(cfg) as fleet:
-            assert await fleet.wait_connected(20)
-            async with ClusterWatcher(fleet, cfg) as watcher:
-                assert await watcher.first_look(30)
-                t0 = time.monotonic()
-                while not _decoding(watcher):
-                    assert time.monotonic() - t0 < 60, watcher.timeline.liveness
-                    await asyncio.sleep(0.2)
-        await asyncio.sleep(3)
-        set_fault(cluster.root(0), "tp-deadlock", True, {"rank_idle": 2})
-        t0 = time.monotonic()
-        while True:
-            code, report = await asyncio.to_thread(_status, cluster, "--stacks")
-            if report["verdict"]["state"] == "hung" or time.monotonic() - t0 > hang_after + 60:
-                break
-            await asyncio.sleep(1)
-        assert report["verdict"]["state"] == "hung", report["verdict"]
-        assert code == 1
-        stuck = report["stuck"]
-        assert stuck is not None and stuck["state"] == "odd", stuck
-        assert stuck["odd"] == [2], stuck
-        assert "logs --rank 2" in stuck["remedy"] and "stop" in stuck["remedy"]
-        ev = {e["rank"]: e for e in stuck["ranks"]}
-        assert ev[2]["load"] == "idle" and ev[2]["util"] == 0, ev[2]
-        assert all(ev[r]["load"] == "busy" for r in (0, 1, 3)), ev
-        assert ev[2]["sm_mhz"] < min(ev[r]["sm_mhz"] for r in (0, 1, 3)), ev
-        assert ev[0]["last_line"], ev[0]           # the head's last engine line and its age are shown
-        assert ev[0]["last_line_age_s"] is not None
-        # the stacks: rank 2's worker waits for work, the others spin in NCCL's all_reduce
-        assert ev[2]["stacks"]["state"] == "read", ev[2]["stacks"]
-        assert any("idle in acquire_read" in s for s in ev[2]["stacks"]["summary"]), ev[2]["stacks"]
-        for r in (0, 1, 3):
-            assert any("active in all_reduce" in s for s in ev[r]["stacks"]["summary"]), ev[r]["stacks"]
-            assert ev[r]["stacks"]["text"].startswith("Process 1: "), ev[r]["stacks"]["text"][:200]
-        text = cli(cluster, "status")
-        assert "which rank is stuck: rank 2 idle at 0 %" in text.stdout, text.stdout
-        assert "logs --rank 2 -n 200" in text.stdout
-        await _tui_names_rank_2_and_reads_stacks(cluster)
-        # cleared: the engine moves again, nothing is stuck
-        set_fault(cluster.root(0), "tp-deadlock", False)
-        t0 = time.monotonic()
-        while True:
-            code, report = await asyncio.to_thread(_status, cluster)
-            if report["verdict"]["state"] == "ready" or time.monotonic() - t0 > 60:
-                break
-            await asyncio.sleep(1)
-        assert report["verdict"]["state"] == "ready", report["verdict"]
-        assert report["stuck"] is None
+        async with streaming_answer(cluster):
+            await asyncio.sleep(3)
+            set_fault(cluster.root(0), "tp-deadlock", True, {"rank_idle": 2})
+            t0 = time.monotonic()
+            while True:
+                code, report = await asyncio.to_thread(_status, cluster, "--stacks")
+                if report["verdict"]["state"] == "hung" or time.monotonic() - t0 > hang_after + 60:
+                    break
+                await asyncio.sleep(1)
+            assert report["verdict"]["state"] == "hung", report["verdict"]
+            assert code == 1
+            stuck = report["stuck"]
+            assert stuck is not None and stuck["state"] == "odd", stuck
+            assert stuck["odd"] == [2], stuck
+            assert "logs --rank 2" in stuck["remedy"] and "stop" in stuck["remedy"]
+            ev = {e["rank"]: e for e in stuck["ranks"]}
+            assert ev[2]["load"] == "idle" and ev[2]["util"] == 0, ev[2]
+            assert all(ev[r]["load"] == "busy" for r in (0, 1, 3)), ev
+            assert ev[2]["sm_mhz"] < min(ev[r]["sm_mhz"] for r in (0, 1, 3)), ev
+            assert ev[0]["last_line"], ev[0]           # the head's last engine line and its age are shown
+            assert ev[0]["last_line_age_s"] is not None
+            # the stacks: rank 2's worker waits for work, the others spin in NCCL's all_reduce
+            assert ev[2]["stacks"]["state"] == "read", ev[2]["stacks"]
+            assert any("idle in acquire_read" in s for s in ev[2]["stacks"]["summary"]), ev[2]["stacks"]
+            for r in (0, 1, 3):
+                assert any("active in all_reduce" in s for s in ev[r]["stacks"]["summary"]), ev[r]["stacks"]
+                assert ev[r]["stacks"]["text"].startswith("Process 1: "), ev[r]["stacks"]["text"][:200]
+            text = cli(cluster, "status")
+            assert "which rank is stuck: rank 2 idle at 0 %" in text.stdout, text.stdout
+            assert "logs --rank 2 -n 200" in text.stdout
+            await _tui_names_rank_2_and_reads_stacks(cluster)
+            # cleared: the engine moves again, nothing is stuck
+            set_fault(cluster.root(0), "tp-deadlock", False)
+            t0 = time.monotonic()
+            while True:
+                code, report = await asyncio.to_thread(_status, cluster)
+                if report["verdict"]["state"] == "ready" or time.monotonic() - t0 > 60:
+                    break
+                await asyncio.sleep(1)
+            assert report["verdict"]["state"] == "ready", report["verdict"]
+            assert report["stuck"] is None
     finally:
-        held.kill()
-        held.wait(10)
         set_fault(cluster.root(0), "tp-deadlock", False)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 from test_launch_demo import cli, prepare_hosts
+from test_lifecycle_demo import streaming_answer
 
 from cockpit.hosts import Fleet
 from cockpit.recipe import launch as L
@@ -350,28 +349,16 @@ async def test_a_status_taken_as_the_engine_hangs_never_says_ready(fresh_demo_cl
     and says unknown if it cannot tell, never READY. With the answer flowing, it is READY."""
     cluster = fresh_demo_cluster
     await _launched(cluster)
-    cfg = cluster.config
-    chat = subprocess.Popen([sys.executable, "-m", "cockpit", "--config", str(cluster.config_path), "chat",
-                             "--timeout", "120", "--max-tokens", "4000", "--no-thinking", "a long story"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
-        async with Fleet(cfg) as fleet:
-            assert await fleet.wait_connected(20)
-            async with ClusterWatcher(fleet, cfg) as watcher:
-                assert await watcher.first_look(30)
-                t0 = time.monotonic()
-                while not ((s := watcher._last_sample) and s.running and s.generation_tokens_total):
-                    assert time.monotonic() - t0 < 60, watcher.timeline.liveness
-                    await asyncio.sleep(0.2)
-        code, report = await asyncio.to_thread(_status, cluster)       # tokens flowing: serving
-        assert code == 0 and report["verdict"]["state"] == "ready" and report["engine"] == "serving", report
-        cluster.fault(0, "hang")
-        await asyncio.sleep(1.0)
-        code, report = await asyncio.to_thread(_status, cluster)       # 1 s into the hang: watched to the end
-        assert report["verdict"]["state"] == "hung" and code == 1, report["verdict"]
-        code, report = await asyncio.to_thread(_status, cluster)       # long hung: at once
-        assert report["verdict"]["state"] == "hung" and code == 1, report["verdict"]
+        async with streaming_answer(cluster, 120):
+            code, report = await asyncio.to_thread(_status, cluster)       # tokens flowing: serving
+            assert code == 0 and report["verdict"]["state"] == "ready", report["verdict"]
+            assert report["engine"] == "serving", report
+            cluster.fault(0, "hang")
+            await asyncio.sleep(1.0)
+            code, report = await asyncio.to_thread(_status, cluster)   # 1 s into the hang: watched to the end
+            assert report["verdict"]["state"] == "hung" and code == 1, report["verdict"]
+            code, report = await asyncio.to_thread(_status, cluster)   # long hung: at once
+            assert report["verdict"]["state"] == "hung" and code == 1, report["verdict"]
     finally:
-        chat.kill()
-        chat.wait(timeout=30)
         cluster.fault(0, "hang", on=False)
