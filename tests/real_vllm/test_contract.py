@@ -61,17 +61,30 @@ async def test_metrics_idle_then_serving_then_idle(real_vllm: VllmServer) -> Non
         assert first.complete, first.found
         assert tracker.feed(first).state == "idle"
         stats.feed(await read_snapshot(client))
-        # long enough that a /metrics read lands while they run on a loaded machine (300 tokens were done
-        # between two reads once)
-        streams = [asyncio.create_task(stream_turn(client, ask(f"story {i}", thinking=False,
-                                                               max_tokens=1200))) for i in range(4)]
-        busy_states = []
-        busy_readings = []
-        while not all(t.done() for t in streams):
+        # answers until the reads have caught them running: a fast machine ends four answers of 1 200 tokens
+        # between two reads (CI's, and this one when quiet), a loaded one did 300 tokens between two reads
+        streams: list[asyncio.Task] = []
+
+        def more() -> None:
+            streams.extend(asyncio.create_task(stream_turn(client, ask(f"story {i}", thinking=False,
+                                                                       max_tokens=1200))) for i in range(4))
+
+        def seen_busy() -> bool:
+            return ("serving" in busy_states and any((r.running or 0) >= 1 for r in busy_readings)
+                    and any((r.generation_tokens_per_s or 0) > 0 for r in busy_readings))
+
+        busy_states: list[str] = []
+        busy_readings: list = []
+        more()
+        t0 = time.monotonic()
+        while not seen_busy():
+            assert time.monotonic() - t0 < 120, (busy_states, busy_readings[-2:])
+            if all(t.done() for t in streams):
+                more()
             await asyncio.sleep(0.5)
             busy_states.append(tracker.feed(await read_sample(client)).state)
             busy_readings.append(stats.feed(await read_snapshot(client)))
-        turns = [t.result() for t in streams]
+        turns = await asyncio.gather(*streams)
         assert all(t.error_kind is None and t.finish_reason == "length" for t in turns), turns
         assert "serving" in busy_states and "hung" not in busy_states
         assert any((r.running or 0) >= 1 for r in busy_readings)
