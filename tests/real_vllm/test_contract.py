@@ -224,25 +224,43 @@ async def test_a_stopped_engine_core_is_hung_by_metrics(real_vllm: VllmServer) -
     assert core is not None, "no EngineCore process under the API server"
     tracker = HangTracker(hang_after_s=6)
     async with ApiClient(real_vllm.url, deadlines=StreamDeadlines(300.0, 300.0)) as client:
-        answer = asyncio.create_task(stream_turn(client, ask("a long story", thinking=False,
-                                                            max_tokens=2000)))
+        # answers kept coming (two, staggered, each replaced as it ends) until the engine is caught holding
+        # one: a fast machine ends an answer of 2 000 tokens between two reads
+        answers: list[asyncio.Task] = []
+        feeding = [True]
+
+        def more(_done: object = None) -> None:
+            if feeding[0]:
+                task = asyncio.create_task(stream_turn(client, ask("a long story", thinking=False,
+                                                                   max_tokens=2000)))
+                task.add_done_callback(more)
+                answers.append(task)
+
+        more()
+        await asyncio.sleep(0.3)
+        more()
         t0 = time.monotonic()
-        while True:      # until the counters show it generating
+        while True:
             sample = await read_sample(client)
-            if tracker.feed(sample).state == "serving" and sample.busy:
-                break
-            assert time.monotonic() - t0 < 120 and not answer.done(), "the answer never started"
+            tracker.feed(sample)
+            if sample.busy and sample.generation_tokens_total > 0:
+                os.kill(core, signal.SIGSTOP)
+                held = await read_sample(client)     # what the stopped engine holds (its last stats)
+                if held.busy:
+                    break
+                os.kill(core, signal.SIGCONT)        # stopped between two answers: again
+            assert time.monotonic() - t0 < 120, "no answer was ever caught running"
             await asyncio.sleep(0.2)
-        os.kill(core, signal.SIGSTOP)
+        feeding[0] = False
         try:
-            t_stop, live = time.monotonic(), tracker.last
-            while live.state != "hung" and time.monotonic() - t_stop < 120:
+            live = tracker.feed(held)
+            while live.state != "hung" and time.monotonic() - t0 < 240:
                 await asyncio.sleep(1.0)
                 live = tracker.feed(await read_sample(client))
             assert live.state == "hung", live
             assert "has not grown" in live.message and "logs --rank 0" in live.remedy
-            assert time.monotonic() - t_stop >= 6
+            assert live.since is not None and time.monotonic() - live.since >= 6   # not before the limit
         finally:
             os.kill(core, signal.SIGCONT)
-        turn = await asyncio.wait_for(answer, 300)
-    assert turn.error_kind is None and turn.finish_reason == "length", turn
+        turns = await asyncio.wait_for(asyncio.gather(*answers), 300)
+    assert all(t.error_kind is None and t.finish_reason == "length" for t in turns), turns

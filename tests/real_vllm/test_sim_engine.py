@@ -143,20 +143,22 @@ async def _until_running(client: ApiClient) -> None:
 
 
 class _Feeder:
-    """Long answers kept streaming, two at a time and staggered (a new one when one ends), until told to
+    """Long answers kept streaming, six at a time and staggered (a new one when one ends), until told to
     stop: rank 0 is busy at any instant however fast the machine generates (CI's machine ended one answer
-    of 1 800 tokens before a `stop` had read rank 0's requests)."""
+    of 1 800 tokens before a `stop` had read rank 0's requests; with two, a quiet machine here once read
+    none running between an answer's end and its successor's admission)."""
 
     def __init__(self, client: ApiClient) -> None:
         self.client = client
         self.tasks: list[asyncio.Task] = []
         self.feeding = True
 
-    async def start(self) -> None:
+    async def start(self, streams: int = 6) -> None:
         self._add()
         await _until_running(self.client)   # (one that ends is replaced)
-        await asyncio.sleep(0.5)    # staggered: the two never end together
-        self._add()
+        for _ in range(streams - 1):        # staggered: they never end together (fewer than --max-num-seqs)
+            await asyncio.sleep(0.2)
+            self._add()
 
     def _add(self) -> None:
         task = asyncio.create_task(self.client.chat_streamed(_long_request()))
@@ -244,7 +246,13 @@ async def test_sigstop_engine_core_is_a_hang_and_sigcont_ends_it(real_cluster: R
             feeder = _Feeder(client)      # an answer streaming at the SIGSTOP, however fast the machine
             await feeder.start()
             core = real_cluster.engine_core_pid()
-            os.kill(core, signal.SIGSTOP)
+            for _ in range(20):
+                os.kill(core, signal.SIGSTOP)
+                if (await read_sample(client)).busy:   # the stopped engine holds an answer (its last stats)
+                    break
+                os.kill(core, signal.SIGCONT)          # stopped between two answers: again
+                await _until_running(client)
+            feeder.halt()
             try:
                 code, report = await _wait_status(real_cluster, lambda r: r["verdict"]["state"] == "hung",
                                                   "hung after SIGSTOP")
