@@ -176,13 +176,19 @@ def test_with_a_hung_engine(snap_compare, fixed_config) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
-@pytest.mark.parametrize("size", [SIZE, (80, 24)], ids=["160x48", "80x24"])
-def test_with_an_engine_not_yet_seen_to_move(snap_compare, fixed_config, size) -> None:
+@pytest.mark.parametrize(("size", "theme"), [(SIZE, None), ((80, 24), None), (SIZE, "textual-light")],
+                         ids=["160x48", "80x24", "160x48-light"])
+def test_with_an_engine_not_yet_seen_to_move(snap_compare, fixed_config, size, theme, tmp_path,
+                                             monkeypatch) -> None:
     """A TUI opened as the engine hung: requests in the engine, no sample yet shows the counters grow. The
     header says "engine progress unknown │ API ready", never READY; the verdict says what it waits for."""
     from cockpit.api.liveness import EngineSample, HangTracker
 
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))   # a theme picked is remembered per user
+
     def setup(pane: LaunchPane) -> None:
+        if theme:
+            pane.app.theme = theme
         _serving(pane)
         found = frozenset({"vllm:num_requests_running", "vllm:generation_tokens_total",
                            "vllm:prompt_tokens_total"})
