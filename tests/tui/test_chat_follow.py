@@ -41,14 +41,20 @@ def at_end(log: VerticalScroll) -> bool:
     return log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y
 
 
+async def open_chat(app: CockpitApp, pilot) -> ChatPane:  # type: ignore[no-untyped-def]
+    """The Chat pane shown, the API ready."""
+    await pilot.pause()
+    app.action_show_pane("chat")
+    pane = app.query_one(ChatPane)
+    pane.show_api_status(READY)
+    await settle(pilot)
+    return pane
+
+
 async def test_the_transcript_follows_the_answer_across_a_pane_switch_and_resizes(fixed_config) -> None:  # type: ignore[no-untyped-def]
     app = CockpitApp(fixed_config, connect=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause()
-        app.action_show_pane("chat")
-        pane = app.query_one(ChatPane)
-        pane.show_api_status(READY)
-        await settle(pilot)
+        pane = await open_chat(app, pilot)
         log = pane.log_view
         answer = Answer(pane)
         for _ in range(4):
@@ -80,11 +86,7 @@ async def test_the_transcript_follows_the_answer_across_a_pane_switch_and_resize
 async def test_a_deliberate_scroll_up_is_kept_until_the_operator_scrolls_back_down(fixed_config) -> None:  # type: ignore[no-untyped-def]
     app = CockpitApp(fixed_config, connect=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause()
-        app.action_show_pane("chat")
-        pane = app.query_one(ChatPane)
-        pane.show_api_status(READY)
-        await settle(pilot)
+        pane = await open_chat(app, pilot)
         log = pane.log_view
         answer = Answer(pane)
         for _ in range(6):
