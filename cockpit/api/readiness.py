@@ -12,6 +12,7 @@ vLLM always has `/health`, so through the tunnel nothing changes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from cockpit.api.apikey import ApiKey
@@ -49,27 +50,34 @@ async def look(client: ApiClient) -> ApiStatus:
 
 
 async def probe(url: str, model: str, timeout: float = 5.0, *, api_key: ApiKey | None = None,
-                gateway: bool = False) -> ApiStatus:
+                gateway: bool = False, client: ApiClient | None = None) -> ApiStatus:
     """Ask /health (or, without one, /v1/models), then /v1/models for `model`, at `url`.
 
     `api_key`: sent as a bearer key; without one, `OPENAI_API_KEY` is to a gateway only. `gateway`
     (`--api-url`): a server that does not list `model` but lists exactly one other is ready with that
-    one (what `chat` and `smoke` would ask; `choose.choose_model`).
+    one (what `chat` and `smoke` would ask; `choose.choose_model`). `client`: a kept client for `url`
+    (a watcher probing every few seconds reuses its connection); without one, a client of its own.
     """
+    if client is not None:
+        return await _probe_with(client, url, model, gateway)
     async with ApiClient(url, connect_timeout=timeout, read_timeout=timeout, health_timeout=timeout,
                          api_key=api_key, env_key=gateway) as api:
-        health = await look(api)
-        if not health.ok:
-            return replace(health, url=url)
-        if health.models:
-            models = list(health.models)
-        else:
-            try:
-                models = [m.id for m in await api.models()]
-            except ApiError as exc:
-                state: ApiState = "unauthorized" if exc.kind == "unauthorized" else "models_error"
-                return ApiStatus(state, f"/health is 200 but /v1/models failed: {exc.message}",
-                                 exc.remedy, url)
+        return await _probe_with(api, url, model, gateway)
+
+
+async def _probe_with(api: ApiClient, url: str, model: str, gateway: bool) -> ApiStatus:
+    health = await look(api)
+    if not health.ok:
+        return replace(health, url=url)
+    if health.models:
+        models = list(health.models)
+    else:
+        try:
+            models = [m.id for m in await api.models()]
+        except ApiError as exc:
+            state: ApiState = "unauthorized" if exc.kind == "unauthorized" else "models_error"
+            return ApiStatus(state, f"/health is 200 but /v1/models failed: {exc.message}",
+                             exc.remedy, url)
     if model not in models and gateway and len(models) == 1:
         model = models[0]
     if model not in models:
@@ -82,13 +90,16 @@ async def probe(url: str, model: str, timeout: float = 5.0, *, api_key: ApiKey |
 
 
 async def check(fleet: Fleet, api_port: int, model: str, *, api_url: str | None = None,
-                timeout: float = 5.0, api_key: ApiKey | None = None) -> ApiStatus:
-    """Probe through the SSH tunnel to rank 0 (or `api_url`); a lost rank 0 host is 'tunnel_down'."""
+                timeout: float = 5.0, api_key: ApiKey | None = None,
+                client_for: Callable[[str], ApiClient] | None = None) -> ApiStatus:
+    """Probe through the SSH tunnel to rank 0 (or `api_url`); a lost rank 0 host is 'tunnel_down'.
+    `client_for(url)`: the caller's kept client for the URL found (its connection reused)."""
+    gateway = api_url is not None
     if api_url is None:
         try:
             api_url = await api_url_via_tunnel(fleet, api_port)
         except HostUnavailable as exc:
             return ApiStatus("tunnel_down", f"no SSH tunnel to rank 0: {exc}",
                              "rank 0's host must be connected to reach the API")
-        return await probe(api_url, model, timeout, api_key=api_key)
-    return await probe(api_url, model, timeout, api_key=api_key, gateway=True)
+    client = client_for(api_url) if client_for is not None else None
+    return await probe(api_url, model, timeout, api_key=api_key, gateway=gateway, client=client)

@@ -19,6 +19,7 @@ from cockpit.hosts.output import MAX_LINE, MAX_OUTPUT, collect, split_lines
 from cockpit.hosts.shell import Cmd, as_command
 from cockpit.hosts.sshconfig import HostKeyPolicy, resolve
 from cockpit.hosts.state import (
+    LATENCY_EVERY,
     CommandRecord,
     CommandTimeout,
     HostState,
@@ -30,7 +31,6 @@ from cockpit.hosts.state import (
 BACKOFF_START = 1.0
 BACKOFF_MAX = 8.0
 KEY_RETRY = 15.0
-LATENCY_EVERY = 5.0
 CLOSE_ATTEMPTS = 5  # cancellations a closing host's supervisor gets ...
 CLOSE_WAIT = 1.0  # ... each waited for this long (s)
 HOSTNAME_MAX = 4096  # bytes of `hostname` output kept

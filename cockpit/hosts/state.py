@@ -6,6 +6,9 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+LATENCY_EVERY = 5.0
+"""Seconds between two measures of a connected host's command latency (`HostStatus.latency_ms`)."""
+
 
 class HostState(StrEnum):
     CONNECTING = "connecting"

@@ -95,6 +95,7 @@ class ClusterWatcher:
         self._metrics_listeners: list[MetricsListener] = []
         self.metrics_every = API_EVERY             # seconds between /metrics reads while the API is ready
         self._client: ApiClient | None = None
+        self._closing: set[asyncio.Task[None]] = set()      # old clients being closed
 
     # ---- life ------------------------------------------------------------------------------------------
 
@@ -145,6 +146,7 @@ class ClusterWatcher:
             with contextlib.suppress(Exception):
                 await self._client.aclose()
             self._client = None
+        await asyncio.gather(*self._closing, return_exceptions=True)
 
     async def __aenter__(self) -> ClusterWatcher:
         self.start()
@@ -538,7 +540,7 @@ class ClusterWatcher:
             return
         connected = self.api_url is not None or self.fleet[head.rank].status.connected
         ready = await readiness.check(self.fleet, self.cfg.cluster.api_port, constants.SERVED_MODEL,
-                                      api_url=self.api_url)
+                                      api_url=self.api_url, client_for=self._kept_client)
         if not connected:       # no tunnel without rank 0's host: not a look at the API, whatever it said
             if self.fleet[head.rank].status.down:
                 self.apply(self.timeline.mark_api(ready, time.time()))
@@ -556,15 +558,23 @@ class ClusterWatcher:
         if ready.ready and ready.url:
             self.apply(await self._read_metrics(ready.url))
 
-    async def _read_metrics(self, url: str) -> list[LaunchEvent]:
-        """One /metrics read over a kept connection: the liveness series, then every metrics listener."""
+    def _kept_client(self, url: str) -> ApiClient:
+        """The one client of the probes and /metrics reads, for `url`: its connection is kept between
+        them (a new one per probe opened an SSH channel every two seconds). A new URL (the tunnel's port
+        changed) gets a new client; the old one is closed in the background."""
         if self._client is None or self._client.base_url != url.rstrip("/"):
-            if self._client is not None:
-                with contextlib.suppress(Exception):
-                    await self._client.aclose()
-            self._client = ApiClient(url, connect_timeout=5, read_timeout=5, env_key=self.api_url is not None)
+            old, self._client = self._client, ApiClient(url, connect_timeout=5, read_timeout=5,
+                                                        env_key=self.api_url is not None)
+            if old is not None:
+                self._closing.add(task := asyncio.create_task(old.aclose()))
+                task.add_done_callback(self._closing.discard)
+        return self._client
+
+    async def _read_metrics(self, url: str) -> list[LaunchEvent]:
+        """One /metrics read over the kept connection: the liveness series, then every metrics listener."""
+        client = self._kept_client(url)
         try:
-            text = await read_metrics_text(self._client)
+            text = await read_metrics_text(client)
         except Exception:   # unreadable now: the next readiness probe says how the API is
             return []
         at = time.time()

@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
 from cockpit.hosts.shell_login import SSH_MISSING, ShellRefused, run_attached, shell_argv, shown, ssh_client
-from cockpit.hosts.state import HostState, HostStatus
+from cockpit.hosts.state import LATENCY_EVERY, HostState, HostStatus
 from cockpit.recipe.history import mark_host_change
 from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise, neutralise_block, safe
@@ -90,6 +90,7 @@ class HostsPane(Pane):
         self._statuses: dict[int, HostStatus] = {r: ctx.fleet[r].status for r in ctx.config.ranks}
         self._shown_cells: dict[int, dict[str, Text | str]] = {}
         self._shown_detail: Text | None = None
+        self._latency_held: set[int] = set()    # ranks whose new latency waits for `_draw_latencies`
         self.show_ages = True
         # runs a session's argv with the terminal handed over, returns its exit status (tests: a fake)
         self.run_session: Callable[[App[object], Sequence[str]], int] = suspended_run
@@ -108,6 +109,7 @@ class HostsPane(Pane):
             table.add_row(*cells, key=str(rank))
             self._shown_cells[rank] = dict(zip(COLUMNS, cells, strict=True))
         self._show_detail()
+        self.set_interval(LATENCY_EVERY, self._draw_latencies)
 
     def _cells(self, s: HostStatus) -> list[Text | str]:
         state = s.state.value
@@ -125,16 +127,34 @@ class HostsPane(Pane):
 
     def update_status(self, status: HostStatus) -> None:
         """Redraw one host's row: only the cells whose text changed (an unchanged status, an age that
-        shows the same, costs no redraw: perf/watch_cost.py)."""
+        shows the same, costs no redraw: perf/watch_cost.py). A change of latency alone waits for the
+        next `_draw_latencies`, which draws every host's at once: each host measures its own every
+        LATENCY_EVERY seconds, and each change redrew the whole table (four redraws where one does)."""
         self._statuses[status.rank] = status
-        table = self.query_one(DataTable)
         shown = self._shown_cells.get(status.rank, {})
-        for col, value in zip(COLUMNS, self._cells(status), strict=True):
-            if shown.get(col) != value:
-                table.update_cell(str(status.rank), col, value, update_width=True)
-                shown[col] = value
+        cells = dict(zip(COLUMNS, self._cells(status), strict=True))
+        changed = [col for col in COLUMNS if shown.get(col) != cells[col]]
+        if changed == ["latency"] and "latency" in shown:
+            self._latency_held.add(status.rank)
+            return
+        self._latency_held.discard(status.rank)
+        table = self.query_one(DataTable)
+        for col in changed:
+            table.update_cell(str(status.rank), col, cells[col], update_width=True)
+            shown[col] = cells[col]
         self._shown_cells[status.rank] = shown
         self._show_detail()
+
+    def _draw_latencies(self) -> None:
+        """The latencies measured since the last draw, all in one redraw (at most LATENCY_EVERY old)."""
+        held, self._latency_held = self._latency_held, set()
+        table = self.query_one(DataTable)
+        for rank in sorted(held):
+            value = self._cells(self._statuses[rank])[COLUMNS.index("latency")]
+            shown = self._shown_cells.setdefault(rank, {})
+            if shown.get("latency") != value:
+                table.update_cell(str(rank), "latency", value, update_width=True)
+                shown["latency"] = value
 
     def refresh_view(self) -> None:
         """Draw every row and the detail again (the theme or the keymap changed)."""

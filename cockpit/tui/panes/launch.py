@@ -29,7 +29,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.reactive import reactive
-from textual.widgets import Log, Static
+from textual.widgets import Log
 from textual.worker import Worker, WorkerState
 
 from cockpit.recipe import launch as L
@@ -48,6 +48,7 @@ from cockpit.tui.dialogs import ConfirmCommands, ConfirmResult, DrainDialog
 from cockpit.tui.keys import key_for
 from cockpit.tui.messages import DryRunDone, GateChecked, LaunchNotice, StopPlanned
 from cockpit.tui.pane import Pane
+from cockpit.tui.widgets.live import LiveStatic
 from cockpit.tui.widgets.stuck_view import StuckView
 from cockpit.tui.widgets.timeline import TimelineView
 
@@ -107,19 +108,19 @@ class LaunchPane(Pane):
         return self.gate.blockers if self.gate is not None else []
 
     def compose(self) -> ComposeResult:
-        yield Static(id="launch-verdict", markup=False)
-        yield Static(id="launch-notice", markup=False)
+        yield LiveStatic(id="launch-verdict", markup=False)
+        yield LiveStatic(id="launch-notice", markup=False)
         with VerticalScroll(id="launch-body"):
-            yield Static(id="launch-todo", markup=False)
+            yield LiveStatic(id="launch-todo", markup=False)
             yield TimelineView(id="launch-timeline")
             yield StuckView(id="launch-stuck")
-            yield Static(id="launch-failure", markup=False)
+            yield LiveStatic(id="launch-failure", markup=False)
             yield Log(id="launch-context", max_lines=CONTEXT_SHOWN, highlight=False)
-            yield Static(id="launch-commands", markup=False)
+            yield LiveStatic(id="launch-commands", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#launch-context", Log).display = False
-        self.query_one("#launch-notice", Static).display = False
+        self.query_one("#launch-notice", LiveStatic).display = False
         self.refresh_view()
         self.set_interval(1.0, self._tick)
 
@@ -144,11 +145,11 @@ class LaunchPane(Pane):
         if v.state == "idle" and not self.ctx.watcher.looked():
             summary = "looking at every rank's container …"      # not known yet: not "nothing launched"
         verdict = Text.assemble(("cluster: ", "bold"), (summary, VERDICT_STYLE.get(v.state, "")))
-        self.query_one("#launch-verdict", Static).update(verdict)
-        todo = self.query_one("#launch-todo", Static)
+        self.query_one("#launch-verdict", LiveStatic).update(verdict)
+        todo = self.query_one("#launch-todo", LiveStatic)
         todo.display = bool(v.remedy and v.state not in ("ready", "launching", "idle"))
         todo.update(Text(f"what to do: {self._fix(v.remedy)}", style="warn") if todo.display else "")
-        self.query_one("#launch-commands", Static).update(self._commands_text())
+        self.query_one("#launch-commands", LiveStatic).update(self._commands_text())
         targets = {r: self.ctx.config.host(r).ssh for r in self.cfg.ranks}
         self.query_one(TimelineView).show(self.timeline, now, targets, compact=self.short)
         self._show_stuck(now)
@@ -209,7 +210,7 @@ class LaunchPane(Pane):
     def _show_failure(self) -> None:
         first = self.timeline.verdict.first_failed
         failure = self.timeline[first].failure if first is not None else None
-        box = self.query_one("#launch-failure", Static)
+        box = self.query_one("#launch-failure", LiveStatic)
         log = self.query_one("#launch-context", Log)
         if failure is None:
             box.update("")
@@ -253,7 +254,7 @@ class LaunchPane(Pane):
         self._notice(Text(neutralise(message.text), style=message.style))
 
     def _notice(self, text: Text | str) -> None:
-        notice = self.query_one("#launch-notice", Static)
+        notice = self.query_one("#launch-notice", LiveStatic)
         notice.update(text)
         notice.display = bool(text)
 

@@ -23,7 +23,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Static
 
 from cockpit.recipe.recording import parse_when, path_for
 from cockpit.recipe.stuck import stuck_report
@@ -33,6 +32,7 @@ from cockpit.telemetry.recorder import RecordingUnreadable, read_series
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.dialogs.range import RangePrompt
 from cockpit.tui.pane import Pane
+from cockpit.tui.widgets.live import LiveStatic
 from cockpit.tui.widgets.stats_view import (
     DETAIL_SPARK,
     age_text,
@@ -80,11 +80,11 @@ class StatsPane(Pane):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-body", can_focus=False):
-            yield Static(id="stats-ranks")
+            yield LiveStatic(id="stats-ranks")
             yield StuckView(id="stats-stuck")
-            yield Static(id="stats-detail")
-            yield Static(id="stats-alerts")
-            yield Static(id="stats-engine")
+            yield LiveStatic(id="stats-detail")
+            yield LiveStatic(id="stats-alerts")
+            yield LiveStatic(id="stats-engine")
         yield StatusLine(id="stats-status")
 
     def __init__(self, ctx: CockpitContext, *, id: str | None = None, classes: str | None = None):
@@ -242,9 +242,9 @@ class StatsPane(Pane):
         stats = self.ctx.monitor.stats
         width = max(40, (self.size.width or self.app.size.width) - 2)
         detail = self.detail and self.selected in stats.ranks
-        ranks = self.query_one("#stats-ranks", Static)
-        engine = self.query_one("#stats-engine", Static)
-        panel = self.query_one("#stats-detail", Static)
+        ranks = self.query_one("#stats-ranks", LiveStatic)
+        engine = self.query_one("#stats-engine", LiveStatic)
+        panel = self.query_one("#stats-detail", LiveStatic)
         ranks.display = engine.display = not detail
         panel.display = detail
         if detail and self.selected is not None:
@@ -261,7 +261,7 @@ class StatsPane(Pane):
             events = gpu_events_block(stats, now, width, self.ctx.config.stats.xid_alert_s)
             ranks.update(table if events is None else Group(table, Text(""), events))
             engine.update(engine_block(stats, now, width))
-        self.query_one("#stats-alerts", Static).update(alerts_block(stats.alerts, width))
+        self.query_one("#stats-alerts", LiveStatic).update(alerts_block(stats.alerts, width))
         self._show_hints(detail)
 
     def _show_hints(self, detail: bool) -> None:

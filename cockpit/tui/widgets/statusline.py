@@ -46,6 +46,7 @@ class StatusLine(Widget):
         super().__init__(id=id, classes=classes)
         self._rows: list[Row] = []
         self._text = Text()
+        self._width = 0
         self.lines = 1
 
     @property
@@ -60,7 +61,10 @@ class StatusLine(Widget):
     def _pack(self) -> None:
         width = self.content_size.width or max(self.app.size.width - 2, 20)
         lines = [line for parts, sep in self._rows for line in pack(parts, sep, width)]
-        self._text = Text("\n").join(lines)
+        text = Text("\n").join(lines)
+        if text == self._text and width == self._width:
+            return                          # the same line again (each second, on most panes): no repaint
+        self._text, self._width = text, width
         needed = max(1, len(self._text.wrap(self.app.console, width)))
         if needed != self.lines:
             self.lines = needed

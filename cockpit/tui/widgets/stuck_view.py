@@ -9,10 +9,10 @@ Compact (a short terminal): the judgement, one short line per rank, no remedy te
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from cockpit.recipe.stuck import RankEvidence, StuckReport
 from cockpit.safetext import safe
+from cockpit.tui.widgets.live import LiveStatic
 
 STATE_STYLE = {"odd": "fail", "none-differs": "warn", "unknown": "muted"}
 
@@ -65,7 +65,7 @@ def stuck_block(report: StuckReport, width: int, compact: bool = False, ranks: b
     return text
 
 
-class StuckView(Static):
+class StuckView(LiveStatic):
     """The block of a hung engine's `StuckReport`; hidden when there is none."""
 
     DEFAULT_CSS = """

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual import events
-from textual.widgets import Static
 
 from cockpit.recipe.phases import PHASE_SHORT, PHASES, Phase
 from cockpit.recipe.timeline import ClusterTimeline, RankTimeline
 from cockpit.tui.styles import phase_role
+from cockpit.tui.widgets.live import LiveStatic
 
 PHASE_STYLE = {p: phase_role(p) for p in PHASES}
 BAR_PHASES = [p for p in PHASES if p not in (Phase.PENDING, Phase.READY)]
@@ -86,7 +86,7 @@ def bar(tl: RankTimeline, t0: float, span_s: float, width: int, now: float) -> T
     return out
 
 
-class TimelineView(Static):
+class TimelineView(LiveStatic):
     """Renders a ClusterTimeline; call `show(timeline, now)` to redraw (a resize redraws the last one)."""
 
     DEFAULT_CSS = "TimelineView { height: auto; padding: 0 1; }"
