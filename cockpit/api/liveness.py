@@ -23,6 +23,7 @@ forward, as long as it uses the same one for every sample it feeds.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -91,14 +92,19 @@ def wanted_lines(text: str, wanted: frozenset[str]) -> str:
                    if line.startswith(prefixes) and line.split("{", 1)[0].split(" ", 1)[0] in wanted)
 
 
-def _samples(text: str) -> list[tuple[str, float]]:
+def _samples(text: str) -> tuple[tuple[str, float], ...]:
     """(sample name, value) of every finite sample of a family we want. Tolerant: a line the parser
     rejects (junk, a line cut short) is skipped and the rest is still read. Only the wanted lines are
     parsed (a real vLLM's /metrics is mostly histogram buckets: parsing all of it every probe was the
     watching cockpit's largest cost, perf/watch_cost.py)."""
-    text = wanted_lines(text, WANTED)
+    return _parse_wanted(wanted_lines(text, WANTED))
+
+
+@functools.lru_cache(maxsize=2)
+def _parse_wanted(text: str) -> tuple[tuple[str, float], ...]:
+    """`_samples` of the wanted lines; kept for the last texts (an idle engine's read the same)."""
     try:
-        return _wanted(list(text_string_to_metric_families(text)))
+        return tuple(_wanted(list(text_string_to_metric_families(text))))
     except PARSE_ERRORS:
         pass
     out: list[tuple[str, float]] = []
@@ -107,7 +113,7 @@ def _samples(text: str) -> list[tuple[str, float]]:
             out += _wanted(list(text_string_to_metric_families(line + "\n")))
         except PARSE_ERRORS:
             continue
-    return out
+    return tuple(out)
 
 
 def _wanted(families: list[Any]) -> list[tuple[str, float]]:

@@ -19,6 +19,7 @@ Values are summed over label sets (``engine``, ``model_name``); KV cache usage i
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections import deque
@@ -128,9 +129,19 @@ def _collect(families: Iterable[Any], into: dict[str, dict[Labels, float]]) -> N
 def parse_snapshot(text: str, at: float) -> Snapshot:
     """A :class:`Snapshot` of Prometheus text; never raises. A line the parser rejects is skipped and
     counted; text with none of vLLM's families is an error."""
+    values, skipped = _parse_wanted(wanted_lines(text, WANTED))   # not every histogram of the engine
+    if not values:
+        why = f"{skipped} line(s) could not be parsed" if skipped else "no vLLM families in the text"
+        return Snapshot(at, {}, f"/metrics is not vLLM's Prometheus text: {why}", skipped)
+    return Snapshot(at, values, None, skipped)
+
+
+@functools.lru_cache(maxsize=2)
+def _parse_wanted(text: str) -> tuple[Mapping[str, Mapping[Labels, float]], int]:
+    """The values of the wanted lines and how many lines were skipped. Kept for the last texts: an idle
+    engine's figures read the same every second, and are parsed once (the values are never changed)."""
     values: dict[str, dict[Labels, float]] = {}
     skipped = 0
-    text = wanted_lines(text, WANTED)       # the families read here, not every histogram of the engine
     try:
         _collect(text_string_to_metric_families(text), values)
     except PARSE_ERRORS:
@@ -142,10 +153,7 @@ def parse_snapshot(text: str, at: float) -> Snapshot:
                 _collect(text_string_to_metric_families(line + "\n"), values)
             except PARSE_ERRORS:
                 skipped += 1
-    if not values:
-        why = f"{skipped} line(s) could not be parsed" if skipped else "no vLLM families in the text"
-        return Snapshot(at, {}, f"/metrics is not vLLM's Prometheus text: {why}", skipped)
-    return Snapshot(at, values, None, skipped)
+    return values, skipped
 
 
 async def read_snapshot(client: ApiClient, timeout: float = READ_TIMEOUT_S) -> Snapshot:

@@ -7,7 +7,8 @@ cockpit's own code; the two must read the same (the version drift accepted is na
   stats pane shows;
 - SSE → the parsed turn (event order, thinking vs content, usage, finish reason; a named tool call: the
   capture of a server started with the tool flags against the sim, tests/sim/test_engine_faithful.py);
-- error bodies → the same error kind and remedy; the access log → one line per request.
+- error bodies → the same error kind and remedy; the access log → one line per request; /metrics
+  plain (never gzip'd) whatever the client accepts.
 """
 
 from __future__ import annotations
@@ -138,3 +139,14 @@ def test_access_log_alike(real_vllm: VllmServer, sim_url: tuple[str, Path]) -> N
         time.sleep(0.5)
         lines = [ln for ln in read().splitlines() if is_access_log(ln) and "r37=differential" in ln]
         assert len(lines) == 1 and lines[0].endswith('"GET /metrics?r37=differential HTTP/1.1" 200 OK'), lines
+
+
+@pytest.mark.parametrize("accept", ["gzip, deflate", "identity"])
+def test_metrics_encoding_alike(real_vllm: VllmServer, sim_url: tuple[str, Path], accept: str) -> None:
+    """/metrics comes plain whatever the client accepts (vLLM 0.32 does not gzip it, though httpx asks:
+    every byte of it crosses the SSH tunnel at each read), from the sim as from vLLM."""
+    for url in (real_vllm.url, sim_url[0]):
+        r = httpx.get(url + "/metrics", headers={"Accept-Encoding": accept}, timeout=30)
+        assert r.status_code == 200
+        assert r.headers.get("Content-Encoding") is None, (url, r.headers)
+        assert "vllm:num_requests_running" in r.text
