@@ -12,7 +12,8 @@ A demo cluster of `--hosts` hosts is started in a temp dir, set up and launched 
     discarded: what any client of those streams pays.
 (b) `status --json`: CPU (user + system of the process) and wall time, median of `--runs`, next to the
     floor `ssh -F DIR/ssh_config HOST docker inspect CONTAINER` run on every host in parallel (OpenSSH,
-    CPU of the ssh processes). Targets: <= 0.5 s CPU and <= 1.0 s wall on a quiet machine.
+    CPU of the ssh processes). Targets: <= 0.5 s CPU and <= 1.0 s wall on a quiet machine. Beside it,
+    what importing costs: status's modules, and Python with the libraries alone (IMPORT_FLOORS).
 
     python perf/watch_cost.py [--hosts 4] [--panes hosts,launch,logs,stats] [--seconds 60] [--warm 10]
                               [--runs 5] [--json]
@@ -119,6 +120,14 @@ async def _floor_streams(toml: Path, seconds: float, warm: float) -> float:
     return share
 
 
+IMPORT_FLOORS = {
+    # the libraries `status` stands on (SSH, HTTP, the config's models, the /metrics parser)
+    "libraries": "import asyncssh, httpx, pydantic, prometheus_client.parser",
+    # everything `status` imports (its command module and what it pulls in), and nothing run
+    "imports": "import cockpit.cli, cockpit.cli.launch_cmd",
+}
+
+
 def _children_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
@@ -145,12 +154,20 @@ def status_runs(toml: Path, cluster_dir: Path, runs: int) -> dict[str, Any]:
         if any(floor_codes):
             raise SystemExit(f"the floor's ssh failed (exit {floor_codes}): check {ssh_config}")
 
+    for kind, code in IMPORT_FLOORS.items():   # what starting Python and importing costs, no work done
+        rows[kind] = []
+        for _ in range(runs):
+            c0, t0 = _children_cpu(), time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, timeout=60, stdin=subprocess.DEVNULL)
+            rows[kind].append((_children_cpu() - c0, time.perf_counter() - t0))
+
     def med(kind: str, i: int) -> float:
         return round(statistics.median(r[i] for r in rows[kind]), 3)
 
     return {"runs": runs, "status_exit_codes": codes, "status_cpu_s": med("status", 0),
             "status_wall_s": med("status", 1), "floor_cpu_s": med("floor", 0),
-            "floor_wall_s": med("floor", 1)}
+            "floor_wall_s": med("floor", 1), "libraries_import_cpu_s": med("libraries", 0),
+            "status_import_cpu_s": med("imports", 0)}
 
 
 def main() -> int:
@@ -194,6 +211,9 @@ def main() -> int:
         print(f"status --json: {st['status_cpu_s']:.2f} s CPU, {st['status_wall_s']:.2f} s wall (median of "
               f"{a.runs}; targets <= 0.5 s, <= 1.0 s); floor ssh docker inspect x{a.hosts}: "
               f"{st['floor_cpu_s']:.2f} s CPU, {st['floor_wall_s']:.2f} s wall", file=out, flush=True)
+        print(f"  of which importing: {st['status_import_cpu_s']:.2f} s CPU for status's modules, "
+              f"{st['libraries_import_cpu_s']:.2f} s of it for Python and the libraries alone "
+              f"({IMPORT_FLOORS['libraries']})", file=out, flush=True)
         result |= {"floor_share": round(floor, 4), "tui": tuis, "status": st,
                    "load_avg_1m": round(os.getloadavg()[0], 1)}
         worst = max(t["cpu_share"] for t in tuis) if tuis else 0.0
