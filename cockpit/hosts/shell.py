@@ -240,7 +240,9 @@ def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequ
     loop uses bash builtins only (`read`, `printf`, `case`, globs, `read -t` on a pipe nobody writes as its
     sleep): each round prints `T EPOCHREALTIME`, the `/proc/meminfo` lines of MEMINFO_KEYS as `M LINE`,
     one `F PATH<TAB>VALUE` per port file of every HCA (its state, the two data counters, every hw_counter)
-    and `E`. Paths are read under `${R37_SIM_ROOT-}`, which only a simulated host sets.
+    — or, when every one of them reads as in the last round, the one line `F =` (an idle port's ~30 lines
+    a second per host become one: `SamplerReader` takes the last round's again) — and `E`. Paths are
+    read under `${R37_SIM_ROOT-}`, which only a simulated host sets.
     With `klog_since_s`, the kernel log's NVRM Xid lines too (`kernel_log_reader`, tag `K`).
     """
     if interval_s <= 0:
@@ -265,11 +267,12 @@ def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequ
         "while :; do printf 'T %s\\n' \"$EPOCHREALTIME\"; "
         "while IFS= read -r l; do case $l in " + "|".join(f"{k}:*" for k in MEMINFO_KEYS)
         + ") printf 'M %s\\n' \"$l\";; esac; done < \"$R/proc/meminfo\"; "
-        f"for p in {ports}; do "
+        f"b=; for p in {ports}; do "
         "for f in \"$R$p/state\" \"$R$p/counters/port_xmit_data\" \"$R$p/counters/port_rcv_data\" "
         "\"$R$p\"/hw_counters/*; do "
-        "if IFS= read -r v < \"$f\"; then printf 'F %s\\t%s\\n' \"${f#\"$R\"}\" \"$v\"; fi; "
+        "if IFS= read -r v < \"$f\"; then printf -v b '%sF %s\\t%s\\n' \"$b\" \"${f#\"$R\"}\" \"$v\"; fi; "
         "done 2>/dev/null; done; "
+        "if [[ $b == \"$o\" ]]; then printf 'F =\\n'; else printf '%s' \"$b\"; o=$b; fi; "
         f"printf 'E\\n'; read -r -t {interval_s:g} -u 3; done"
     )
     return ShellCommand(f"exec bash -c {shlex.quote(loop)}")

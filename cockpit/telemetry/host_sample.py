@@ -134,6 +134,7 @@ class SamplerReader:
         self._round_at: float | None = None
         self._mem: list[str] = []
         self._files: list[tuple[str, str]] = []
+        self._last_files: list[tuple[str, str]] = []     # the port files of the last whole round
         self._said = {"G": "", "A": "", "K": ""}
 
     def feed(self, line: str) -> Event | None:
@@ -169,11 +170,14 @@ class SamplerReader:
             return None
         if tag == "M" and len(self._mem) < MAX_ROUND_LINES:
             self._mem.append(rest)
+        elif tag == "F" and rest.strip() == "=":
+            self._files = list(self._last_files)      # every port file reads as in the last round
         elif tag == "F" and len(self._files) < MAX_ROUND_LINES:
             path, _, value = rest.partition("\t")
             self._files.append((path, value))
         elif tag == "E" and line.strip() == "E":
             done = HostRound(self._round_at, parse_meminfo("\n".join(self._mem)), _ports(self._files))
+            self._last_files = self._files
             self._round_at, self._mem, self._files = None, [], []
             return done
         return None

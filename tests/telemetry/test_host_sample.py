@@ -101,6 +101,46 @@ def test_sampler_output_parses_into_rounds(tmp_path: Path) -> None:
     assert exits["G"].status == 127 and "nvidia-smi" in exits["G"].said
 
 
+def test_an_unchanged_round_of_port_files_is_one_line_and_reads_whole(tmp_path: Path) -> None:
+    """A real bash: the first round prints every port file; while none changes a round says `F =` and the
+    reader takes the last round's files again; a counter that moves, or a file gone, prints the round
+    whole again."""
+    root = _fake_root(tmp_path / "root")
+    port = root / PORT.lstrip("/")
+    cmd = stats_sampler(0.1, GPU_FIELDS, APP_FIELDS, ["rocep1s0f0"]).line
+    env = dict(os.environ, R37_SIM_ROOT=str(root), PATH="/usr/bin:/bin")
+    proc = subprocess.Popen(["bash", "-c", cmd], stdout=subprocess.PIPE, env=env, text=True)
+    reader = SamplerReader()
+    rounds: list[tuple[HostRound, list[str]]] = []
+    lines: list[str] = []
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            event = reader.feed(line.rstrip("\n"))
+            if isinstance(event, HostRound):
+                rounds.append((event, [ln for ln in lines if ln.startswith("F ")]))
+                lines = []
+                if len(rounds) == 3:
+                    (port / "counters" / "port_xmit_data").write_text("5000\n")
+                if len(rounds) == 6:
+                    (port / "hw_counters" / "out_of_sequence").unlink()
+                if len(rounds) == 9:
+                    break
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    said = [f_lines for _, f_lines in rounds]
+    assert len(said[0]) == 4 and said[1] == said[2] == ["F ="]
+    assert any(len(f) == 4 and any("\t5000" in ln for ln in f) for f in said[3:5])   # printed whole …
+    for event, _ in rounds:                                  # … and every round reads whole
+        assert event.ports[0].active and event.ports[0].rcv_words == 2000
+    assert [r.ports[0].xmit_words for r, _ in rounds[:3]] == [1000, 1000, 1000]
+    assert rounds[5][0].ports[0].xmit_words == 5000
+    assert rounds[8][0].ports[0].hw == {}                    # the file gone: gone from the reading
+    assert rounds[2][0].ports[0].hw == {"out_of_sequence": 7}
+
+
 def test_reader_takes_real_h200_lines_and_rejects_junk() -> None:
     reader = SamplerReader()
     line = ("2026/12/01 07:56:19.870, 0, NVIDIA H200, 100, 1485, 1980, 706.23, 60, P0, 143771, 1011, "
