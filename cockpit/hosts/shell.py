@@ -231,6 +231,10 @@ def kernel_log_reader(since_s: int, max_lines: int = 10000) -> str:
     )
 
 
+ROUND_WRITE_MAX = 4000
+"""The longest sampler round written at once: under PIPE_BUF (4096), so the write is atomic."""
+
+
 def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequence[str],
                   hcas: Sequence[str], port: int = 1, klog_since_s: int | None = None) -> ShellCommand:
     """One long-lived channel of a host's readings, started once: after start-up no process is forked.
@@ -241,8 +245,9 @@ def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequ
     sleep): each round prints `T EPOCHREALTIME`, the `/proc/meminfo` lines of MEMINFO_KEYS as `M LINE`,
     one `F PATH<TAB>VALUE` per port file of every HCA (its state, the two data counters, every hw_counter)
     — or, when every one of them reads as in the last round, the one line `F =` (an idle port's ~30 lines
-    a second per host become one: `SamplerReader` takes the last round's again) — and `E`. Paths are
-    read under `${R37_SIM_ROOT-}`, which only a simulated host sets.
+    a second per host become one: `SamplerReader` takes the last round's again) — and `E`, the round in
+    one write when it fits ROUND_WRITE_MAX. Paths are read under `${R37_SIM_ROOT-}`, which only a
+    simulated host sets.
     With `klog_since_s`, the kernel log's NVRM Xid lines too (`kernel_log_reader`, tag `K`).
     """
     if interval_s <= 0:
@@ -264,16 +269,20 @@ def stats_sampler(interval_s: float, gpu_fields: Sequence[str], app_fields: Sequ
         f"{smi('gpu', gpu_fields, 'G')} {smi('compute-apps', app_fields, 'A')} "
         + (kernel_log_reader(klog_since_s) + " " if klog_since_s else "") +
         "exec 3<> <(:); "
-        "while :; do printf 'T %s\\n' \"$EPOCHREALTIME\"; "
+        "while :; do printf -v r 'T %s\\n' \"$EPOCHREALTIME\"; "
         "while IFS= read -r l; do case $l in " + "|".join(f"{k}:*" for k in MEMINFO_KEYS)
-        + ") printf 'M %s\\n' \"$l\";; esac; done < \"$R/proc/meminfo\"; "
+        + ") printf -v r '%sM %s\\n' \"$r\" \"$l\";; esac; done < \"$R/proc/meminfo\"; "
         f"b=; for p in {ports}; do "
         "for f in \"$R$p/state\" \"$R$p/counters/port_xmit_data\" \"$R$p/counters/port_rcv_data\" "
         "\"$R$p\"/hw_counters/*; do "
         "if IFS= read -r v < \"$f\"; then printf -v b '%sF %s\\t%s\\n' \"$b\" \"${f#\"$R\"}\" \"$v\"; fi; "
         "done 2>/dev/null; done; "
-        "if [[ $b == \"$o\" ]]; then printf 'F =\\n'; else printf '%s' \"$b\"; o=$b; fi; "
-        f"printf 'E\\n'; read -r -t {interval_s:g} -u 3; done"
+        "if [[ $b == \"$o\" ]]; then r+=$'F =\\n'; else r+=$b; o=$b; fi; r+=$'E\\n'; "
+        # one write a round (one SSH packet, not one per line) while it fits the pipe's atomic write,
+        # which the nvidia-smi readers' lines cannot cut into; a longer round goes out line by line
+        f"if (( ${{#r}} <= {ROUND_WRITE_MAX} )); then printf '%s' \"$r\"; "
+        "else while IFS= read -r l; do printf '%s\\n' \"$l\"; done <<< \"${r%$'\\n'}\"; fi; "
+        f"read -r -t {interval_s:g} -u 3; done"
     )
     return ShellCommand(f"exec bash -c {shlex.quote(loop)}")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.hosts.shell import stats_sampler
+from cockpit.hosts.shell import ROUND_WRITE_MAX, stats_sampler
 from cockpit.telemetry.gpu import GpuParseError, GpuReading
 from cockpit.telemetry.host_sample import (
     APP_FIELDS,
@@ -139,6 +139,27 @@ def test_an_unchanged_round_of_port_files_is_one_line_and_reads_whole(tmp_path: 
     assert rounds[5][0].ports[0].xmit_words == 5000
     assert rounds[8][0].ports[0].hw == {}                    # the file gone: gone from the reading
     assert rounds[2][0].ports[0].hw == {"out_of_sequence": 7}
+
+
+def test_a_round_longer_than_an_atomic_write_goes_out_line_by_line(tmp_path: Path) -> None:
+    """A round that fits ROUND_WRITE_MAX is one write; a longer one (many counters) goes out a line at a
+    time, so the nvidia-smi readers' lines, written beside it, never land inside one of its lines."""
+    root = _fake_root(tmp_path / "root")
+    hw = root / PORT.lstrip("/") / "hw_counters"
+    for i in range(80):
+        (hw / f"counter_with_a_long_name_{i:03d}").write_text(f"{i}\n")
+    cmd = stats_sampler(0.1, GPU_FIELDS, APP_FIELDS, ["rocep1s0f0"]).line
+    env = dict(os.environ, R37_SIM_ROOT=str(root), PATH="/usr/bin:/bin")
+    proc = subprocess.Popen(["bash", "-c", cmd], stdout=subprocess.PIPE, env=env, text=True)
+    time.sleep(0.5)
+    proc.terminate()
+    out, _ = proc.communicate(timeout=10)
+    assert len(out.split("\nE\n")[0]) > ROUND_WRITE_MAX
+    reader = SamplerReader()
+    rounds = [e for line in out.splitlines() if isinstance(e := reader.feed(line), HostRound)]
+    assert len(rounds) >= 2
+    assert all(len(r.ports[0].hw) == 81 and r.ports[0].hw["counter_with_a_long_name_079"] == 79
+               for r in rounds)
 
 
 def test_reader_takes_real_h200_lines_and_rejects_junk() -> None:
