@@ -150,3 +150,19 @@ async def scene(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
     fill(app.ctx.monitor.stats, now, r1=s1, r2=s2)
     app.ctx.monitor.stats.set_alerts((latched(2)[1],))
     await show(app, pilot)
+
+
+def test_cluster_healthy_at_80x24_in_the_light_theme(snap_compare, fixed_config, monkeypatch) -> None:
+    """The narrow rank table and the engine block drawn by the Stats pane's blocks (`widgets/live.py`,
+    rendered once each) in the light theme at 80×24. (A resize between two draws is `tests/tui/
+    test_live_static.py`'s: the lines kept for one width are rendered anew at another.)"""
+    frozen(monkeypatch)
+    app = CockpitApp(fixed_config, connect=False)
+
+    async def before(pilot) -> None:  # type: ignore[no-untyped-def]
+        app.theme = "textual-light"
+        await pilot.pause()
+        fill(app.ctx.monitor.stats)
+        await show(app, pilot)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=before)

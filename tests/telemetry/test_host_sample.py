@@ -54,6 +54,17 @@ def _run(cmd: str, root: Path, seconds: float, tmp: Path) -> tuple[str, str]:
     return out, trace.read_text()
 
 
+def _sampled(root: Path, seconds: float = 0.5) -> str:
+    """What the sampler line (0.1 s rounds, a real bash over `root`) printed in `seconds`."""
+    cmd = stats_sampler(0.1, GPU_FIELDS, APP_FIELDS, ["rocep1s0f0"]).line
+    env = dict(os.environ, R37_SIM_ROOT=str(root), PATH="/usr/bin:/bin")
+    proc = subprocess.Popen(["bash", "-c", cmd], stdout=subprocess.PIPE, env=env, text=True)
+    time.sleep(seconds)
+    proc.terminate()
+    out, _ = proc.communicate(timeout=10)
+    return out
+
+
 @pytest.mark.skipif(not Path("/usr/bin/strace").exists(), reason="needs strace")
 def test_the_loop_forks_only_at_start(tmp_path: Path) -> None:
     root = _fake_root(tmp_path / "root")
@@ -82,12 +93,7 @@ def test_the_kernel_log_reader_forks_only_at_start_too(tmp_path: Path) -> None:
 
 def test_sampler_output_parses_into_rounds(tmp_path: Path) -> None:
     root = _fake_root(tmp_path / "root")
-    cmd = stats_sampler(0.1, GPU_FIELDS, APP_FIELDS, ["rocep1s0f0"]).line
-    env = dict(os.environ, R37_SIM_ROOT=str(root), PATH="/usr/bin:/bin")
-    proc = subprocess.Popen(["bash", "-c", cmd], stdout=subprocess.PIPE, env=env, text=True)
-    time.sleep(0.5)
-    proc.terminate()
-    out, _ = proc.communicate(timeout=10)
+    out = _sampled(root)
     reader = SamplerReader()
     events = [e for line in out.splitlines() if (e := reader.feed(line)) is not None]
     rounds = [e for e in events if isinstance(e, HostRound)]
@@ -148,12 +154,7 @@ def test_a_round_longer_than_an_atomic_write_goes_out_line_by_line(tmp_path: Pat
     hw = root / PORT.lstrip("/") / "hw_counters"
     for i in range(80):
         (hw / f"counter_with_a_long_name_{i:03d}").write_text(f"{i}\n")
-    cmd = stats_sampler(0.1, GPU_FIELDS, APP_FIELDS, ["rocep1s0f0"]).line
-    env = dict(os.environ, R37_SIM_ROOT=str(root), PATH="/usr/bin:/bin")
-    proc = subprocess.Popen(["bash", "-c", cmd], stdout=subprocess.PIPE, env=env, text=True)
-    time.sleep(0.5)
-    proc.terminate()
-    out, _ = proc.communicate(timeout=10)
+    out = _sampled(root)
     assert len(out.split("\nE\n")[0]) > ROUND_WRITE_MAX
     reader = SamplerReader()
     rounds = [e for line in out.splitlines() if isinstance(e := reader.feed(line), HostRound)]

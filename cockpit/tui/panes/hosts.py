@@ -138,23 +138,22 @@ class HostsPane(Pane):
             self._latency_held.add(status.rank)
             return
         self._latency_held.discard(status.rank)
-        table = self.query_one(DataTable)
         for col in changed:
-            table.update_cell(str(status.rank), col, cells[col], update_width=True)
-            shown[col] = cells[col]
-        self._shown_cells[status.rank] = shown
+            self._put(status.rank, col, cells[col])
         self._show_detail()
+
+    def _put(self, rank: int, col: str, value: Text | str) -> None:
+        """One cell drawn, and remembered as shown."""
+        self.query_one(DataTable).update_cell(str(rank), col, value, update_width=True)
+        self._shown_cells.setdefault(rank, {})[col] = value
 
     def _draw_latencies(self) -> None:
         """The latencies measured since the last draw, all in one redraw (at most LATENCY_EVERY old)."""
         held, self._latency_held = self._latency_held, set()
-        table = self.query_one(DataTable)
         for rank in sorted(held):
             value = self._cells(self._statuses[rank])[COLUMNS.index("latency")]
-            shown = self._shown_cells.setdefault(rank, {})
-            if shown.get("latency") != value:
-                table.update_cell(str(rank), "latency", value, update_width=True)
-                shown["latency"] = value
+            if self._shown_cells.get(rank, {}).get("latency") != value:
+                self._put(rank, "latency", value)
 
     def refresh_view(self) -> None:
         """Draw every row and the detail again (the theme or the keymap changed)."""
