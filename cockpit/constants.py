@@ -51,3 +51,8 @@ AGGREGATE_8_TOKS = 229.28
 # How often a streamed answer is read (and redrawn) once its first token is in: wakeups cost the client
 # more than the bytes they bring (see cockpit/api/rawstream.py). `[ui] stream_frame_ms` overrides it.
 STREAM_FRAME_MS = 300
+
+# The query the cockpit's own looks at the engine (`/health`, `/v1/models`, `/metrics` through the tunnel)
+# carry, so the engine's access log tells them from an operator's requests (the Logs pane hides them).
+PROBE_PARAM, PROBE_VALUE = "r37-cockpit", "probe"
+PROBE_QUERY = f"{PROBE_PARAM}={PROBE_VALUE}"

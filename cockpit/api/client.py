@@ -58,7 +58,7 @@ from cockpit.api.stream import (
     result_from_response,
 )
 from cockpit.api.urls import basic_auth, split_credentials
-from cockpit.constants import STREAM_FRAME_MS
+from cockpit.constants import PROBE_PARAM, PROBE_VALUE, STREAM_FRAME_MS
 
 _MAX_ERROR_BODY = 64 * 1024
 MAX_HEALTH_BODY = 64 * 1024
@@ -159,6 +159,9 @@ class ApiClient:
     ``deadlines`` (also per request) bound every chat request (see the module text); without them only
     the read timeout (a single read that waits ``read_timeout`` s) ends a silent answer.
     ``health_timeout`` is the total deadline of ``/health``, ``/v1/models`` and ``/metrics``.
+    ``mark_probes``: those three ask with ``?r37-cockpit=probe`` (:data:`~cockpit.constants.PROBE_QUERY`),
+    so the engine's access log tells the cockpit's own looks from an operator's requests (through the
+    tunnel only: a gateway is left its plain paths).
     """
 
     def __init__(
@@ -173,6 +176,7 @@ class ApiClient:
         deadlines: StreamDeadlines | None = None,
         api_key: ApiKey | str | None = None,
         env_key: bool = False,
+        mark_probes: bool = False,
     ) -> None:
         # credentials in the URL go into the Authorization header only: base_url is what messages show
         self.base_url, creds = split_credentials(base_url.rstrip("/"))
@@ -185,6 +189,7 @@ class ApiClient:
         self.stream_interval = stream_interval
         self.health_timeout = health_timeout
         self.deadlines = deadlines
+        self._probe_params = {PROBE_PARAM: PROBE_VALUE} if mark_probes else None
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._http = httpx.AsyncClient(
@@ -278,7 +283,7 @@ class ApiClient:
 
         try:
             status, body = await self._fetch("GET", "/health", total=self.health_timeout,
-                                             cap=MAX_HEALTH_BODY)
+                                             cap=MAX_HEALTH_BODY, params=self._probe_params)
         except ApiError as err:
             state: ApiState = (
                 err.kind if err.kind in ("unreachable", "not_ready", "timeout")
@@ -333,7 +338,8 @@ class ApiClient:
 
     async def _get_json(self, path: str, cap: int) -> Any:
         url = self._url(path)
-        return _json(await self._request("GET", path, total=self.health_timeout, cap=cap), url)
+        return _json(await self._request("GET", path, total=self.health_timeout, cap=cap,
+                                         params=self._probe_params), url)
 
     async def models(self) -> list[ModelInfo]:
         """``GET /v1/models``; raises :class:`ApiError`."""
@@ -360,7 +366,8 @@ class ApiClient:
 
     async def metrics_text(self) -> str:
         """``GET /metrics`` (Prometheus text); raises :class:`ApiError`."""
-        body = await self._request("GET", "/metrics", total=self.health_timeout, cap=MAX_METRICS_BODY)
+        body = await self._request("GET", "/metrics", total=self.health_timeout, cap=MAX_METRICS_BODY,
+                                   params=self._probe_params)
         return body.decode("utf-8", "replace")
 
     # chat ---------------------------------------------------------------------------------------

@@ -111,7 +111,8 @@ class ApiEndpoint:
                 self._client = ApiClient(url, health_timeout=self.health_timeout,
                                          connect_timeout=self.health_timeout, read_timeout=self.read_timeout,
                                          stream_interval=self.stream_interval, deadlines=self.deadlines,
-                                         api_key=self._api_key, env_key=self.api_url is not None)
+                                         api_key=self._api_key, env_key=self.api_url is not None,
+                                         mark_probes=self.api_url is None)
             return self._client
 
     async def check(self) -> ApiStatus:

@@ -24,7 +24,7 @@ from cockpit.cli.common import EXIT_FAILURE, EXIT_OK, add_json, check_ranks, loa
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
 from cockpit.safetext import neutralise, safe
-from cockpit.telemetry.logfilter import SEPARATOR, FilterError, LineFilter, StreamFilter
+from cockpit.telemetry.logfilter import SEPARATOR, FilterError, LineFilter, StreamFilter, is_probe_line
 from cockpit.telemetry.logfollow import FollowEvent, follow
 from cockpit.telemetry.logline import LogLine, format_line, format_timestamp
 
@@ -50,6 +50,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="only lines matching the regex (a leading ! keeps the lines that do not match)")
     p.add_argument("-C", "--context", type=int, default=0, metavar="N",
                    help="with --grep: N lines of context around each match")
+    p.add_argument("--probes", action="store_true",
+                   help="keep the engine's access-log lines of the cockpit's own probes (GET ...?r37-cockpit="
+                        "probe), dropped by default as in the Logs pane")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds to wait for the hosts to connect (default: ssh.connect_timeout + 2)")
     add_json(p)
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             flt = LineFilter.parse(args.grep)
         except FilterError as exc:
             raise usage_error(f"--grep: {exc}") from None
-    printer = Printer(json_out=args.json, flt=flt, context=args.context)
+    printer = Printer(json_out=args.json, flt=flt, context=args.context, probes=args.probes)
     ranks = [args.rank] if args.rank is not None else list(config.ranks)
     timeout = args.timeout if args.timeout is not None else config.ssh.connect_timeout + 2
     try:
@@ -87,12 +90,15 @@ def run(args: argparse.Namespace) -> int:
 class Printer:
     """Writes lines (optionally filtered, with context) and follower events to stdout/stderr."""
 
-    def __init__(self, *, json_out: bool, flt: LineFilter | None, context: int):
+    def __init__(self, *, json_out: bool, flt: LineFilter | None, context: int, probes: bool = False):
         self.json_out = json_out
         self.grep = StreamFilter(flt, context) if flt is not None else None
+        self.probes = probes
 
     def lines(self, lines: list[LogLine]) -> None:
         out = sys.stdout
+        if not self.probes:
+            lines = [line for line in lines if not is_probe_line(line.text)]
         entries = self.grep.feed(lines) if self.grep else [(line, 0) for line in lines]
         for line, kind in entries:
             if kind == SEPARATOR or line is None:

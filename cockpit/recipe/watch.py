@@ -564,7 +564,8 @@ class ClusterWatcher:
         changed) gets a new client; the old one is closed in the background."""
         if self._client is None or self._client.base_url != url.rstrip("/"):
             old, self._client = self._client, ApiClient(url, connect_timeout=5, read_timeout=5,
-                                                        env_key=self.api_url is not None)
+                                                        env_key=self.api_url is not None,
+                                                        mark_probes=self.api_url is None)
             if old is not None:
                 self._closing.add(task := asyncio.create_task(old.aclose()))
                 task.add_done_callback(self._closing.discard)

@@ -4,6 +4,7 @@
   smart case: a pattern without capitals ignores case.
 - `FilteredView` holds the filtered lines of a source with N context lines around each match and a
   separator between groups (like `grep -C N`); it is built once, then fed only the new lines.
+- `is_probe_line` tells the engine's access-log lines of the cockpit's own looks (`PROBE_QUERY`).
 - `Signatures` classifies a line as a failure or a phase line by the rules its caller gives (the TUI
   gives the recipe's: telemetry sits below `cockpit.recipe` and imports nothing of it).
 """
@@ -15,9 +16,18 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from cockpit.constants import PROBE_QUERY
 from cockpit.telemetry.logline import LogLine
 
 MATCH, CONTEXT, SEPARATOR = 1, 2, 3
+# in uvicorn's access line: `INFO:     127.0.0.1:44562 - "GET /health?r37-cockpit=probe HTTP/1.1" 200 OK`
+_PROBE_REQUEST = f"?{PROBE_QUERY} HTTP/"
+
+
+def is_probe_line(text: str) -> bool:
+    """An access-log line of one of the cockpit's own looks at the engine (`/health`, `/v1/models`,
+    `/metrics` through the tunnel ask with `PROBE_QUERY`), not an operator's request."""
+    return _PROBE_REQUEST in text
 
 
 class FilterError(ValueError):

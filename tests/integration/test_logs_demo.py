@@ -30,11 +30,15 @@ from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.logs import LogsPane
 
 
+PROBE_LINE = 'INFO:     127.0.0.1:44562 - "GET /health?r37-cockpit=probe HTTP/1.1" 200 OK'
+
+
 def counting_script(rank: int, lines: int, pause: float, error_at: int) -> str:
-    """Shell for the container: numbered lines, one failure signature, a short pause between lines."""
+    """Shell for the container: numbered lines, one failure signature and one access line of a cockpit
+    probe after it, a short pause between lines."""
     return (f"i=0; while [ $i -lt {lines} ]; do i=$((i+1)); echo \"rank{rank} line $i\"; "
-            f"if [ $i -eq {error_at} ]; then echo 'spark-{rank} NCCL WARN test signature' >&2; fi; "
-            f"sleep {pause}; done")
+            f"if [ $i -eq {error_at} ]; then echo 'spark-{rank} NCCL WARN test signature' >&2; "
+            f"echo '{PROBE_LINE}'; fi; sleep {pause}; done")
 
 
 async def load_image(cluster, fleet: Fleet, ranks: list[int]) -> None:  # type: ignore[no-untyped-def]
@@ -106,7 +110,7 @@ async def test_follow_in_order_survives_host_down_and_ends(fresh_demo_cluster) -
     store = LogStore(ranks)
     store.add(got)
     merged = list(store.merged)
-    assert merged == sorted(merged) and len(merged) == 2 * (total + 1)
+    assert merged == sorted(merged) and len(merged) == 2 * (total + 2)  # + the failure and probe lines
     hits = StreamFilter(LineFilter.parse("NCCL WARN"), 1).feed(merged)
     assert [ln.rank for ln, kind in hits if kind == 1] == sorted(ranks, key=lambda r: err_ts(got[r]))
 
@@ -140,7 +144,7 @@ async def test_pane_follows_filters_and_sees_the_end(fresh_demo_cluster) -> None
             await start(app.fleet, rank, name, script, config.runtime.image_tag)
         await _until(pilot, lambda: len(pane.store.merged) >= 2 * (total + 1), 60, "all lines in the pane")
         merged = list(pane.store.merged)
-        assert merged == sorted(merged)
+        assert merged == sorted(merged) and not [ln for ln in merged if "r37-cockpit=probe" in ln.text]
         for rank in (2, 3):
             assert numbers([ln for ln in merged if ln.rank == rank]) == list(range(1, total + 1))
         # the follow ends with the container: shown as waiting for a (re)started one
@@ -186,3 +190,9 @@ def test_cli_logs_prints_rank_timestamp_line(fresh_demo_cluster) -> None:
     assert [r.split("  ", 2)[2] for r in rows] == ["rank1 line 1", "rank1 line 2",
                                                    "spark-1 NCCL WARN test signature"]
     assert all(re.fullmatch(r"1  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z  .+", r) for r in rows)
+    # the cockpit's own probe line is dropped, as in the Logs pane, unless --probes keeps it
+    for extra, kept in (([], []), (["--probes"], [PROBE_LINE])):
+        out = subprocess.run([sys.executable, "-m", "cockpit", "--config", str(cfg), "logs", "--rank", "1",
+                              "--grep", "probe", *extra], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert [r.split("  ", 2)[2] for r in out.stdout.splitlines()] == kept

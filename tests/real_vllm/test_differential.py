@@ -7,12 +7,13 @@ cockpit's own code; the two must read the same (the version drift accepted is na
   stats pane shows;
 - SSE → the parsed turn (event order, thinking vs content, usage, finish reason; a named tool call: the
   capture of a server started with the tool flags against the sim, tests/sim/test_engine_faithful.py);
-- error bodies → the same error kind and remedy; the access log → one line per request; /metrics
-  plain (never gzip'd) whatever the client accepts.
+- error bodies → the same error kind and remedy; the access log → one line per request, the cockpit's
+  own probes marked; /metrics plain (never gzip'd) whatever the client accepts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections.abc import Iterator
@@ -27,10 +28,13 @@ from cockpit.api.chat import ChatRequest
 from cockpit.api.client import ApiClient
 from cockpit.api.errors import from_status
 from cockpit.api.liveness import HangTracker, read_sample
+from cockpit.api.readiness import probe
 from cockpit.api.stream import StreamDeadlines
+from cockpit.constants import PROBE_QUERY
 from cockpit.recipe.phases import Phase, is_access_log
 from cockpit.sim.engine.spawn import ready_engine
 from cockpit.telemetry.engine_stats import EngineStats, read_snapshot
+from cockpit.telemetry.logfilter import is_probe_line
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "sim"))
 from test_engine_boot import Cluster, healthy, wait_until  # the sim engine's own test rig
@@ -139,6 +143,29 @@ def test_access_log_alike(real_vllm: VllmServer, sim_url: tuple[str, Path]) -> N
         time.sleep(0.5)
         lines = [ln for ln in read().splitlines() if is_access_log(ln) and "r37=differential" in ln]
         assert len(lines) == 1 and lines[0].endswith('"GET /metrics?r37=differential HTTP/1.1" 200 OK'), lines
+
+
+def test_probe_lines_marked_alike(real_vllm: VllmServer, sim_url: tuple[str, Path]) -> None:
+    """The cockpit's own looks (readiness, /metrics) reach the access log marked, and only they: the Logs
+    pane drops exactly those lines (`is_probe_line`), an operator's own /health stays."""
+    for url, read in ((real_vllm.url, real_vllm.log_text), (sim_url[0], sim_url[1].read_text)):
+        before = len(read().splitlines())
+        ready = asyncio.run(probe(url, SERVED, 30))
+        assert ready.ready, ready
+
+        async def metrics(base: str = url) -> None:
+            async with ApiClient(base, mark_probes=True, health_timeout=30) as client:
+                await client.metrics_text()
+
+        asyncio.run(metrics())
+        httpx.get(url + "/health", timeout=30)          # an operator's own look
+        time.sleep(0.5)
+        lines = [ln for ln in read().splitlines()[before:] if is_access_log(ln)]
+        probes = [ln for ln in lines if is_probe_line(ln)]
+        assert [ln.split('"')[1] for ln in probes] == [
+            f"GET /health?{PROBE_QUERY} HTTP/1.1", f"GET /v1/models?{PROBE_QUERY} HTTP/1.1",
+            f"GET /metrics?{PROBE_QUERY} HTTP/1.1"], lines
+        assert [ln.split('"')[1] for ln in lines if not is_probe_line(ln)] == ["GET /health HTTP/1.1"], lines
 
 
 @pytest.mark.parametrize("accept", ["gzip, deflate", "identity"])

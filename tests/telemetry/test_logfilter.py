@@ -167,3 +167,14 @@ def test_recipe_rules_tell_benign_lines_and_roles_apart() -> None:
     assert sig.classify("plain INFO line") is None
     lines = lines_of(["fine", "still fine", "[W] TCPStore recvValue failed, still retrying", "x NCCL WARN y"])
     assert sig.first_failure(lines) == 3
+
+
+def test_probe_lines_are_the_marked_access_lines_only() -> None:
+    from cockpit.constants import PROBE_QUERY
+    from cockpit.telemetry.logfilter import is_probe_line
+
+    for path in ("/health", "/v1/models", "/metrics"):
+        assert is_probe_line(f'INFO:     127.0.0.1:44562 - "GET {path}?{PROBE_QUERY} HTTP/1.1" 200 OK')
+        assert not is_probe_line(f'INFO:     127.0.0.1:44562 - "GET {path} HTTP/1.1" 200 OK')
+    assert not is_probe_line('INFO:     127.0.0.1:5 - "POST /v1/chat/completions HTTP/1.1" 200 OK')
+    assert not is_probe_line(f"a prompt that quotes {PROBE_QUERY} is not a probe")

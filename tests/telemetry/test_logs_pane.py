@@ -80,3 +80,49 @@ async def test_first_error_is_found_in_the_compact_store_and_marked(fixed_config
         index = pane.store.merged.index(marked)
         assert pane.view.top_index <= index < pane.view.top_index + pane.view.size.height
         assert f"failure at line {index + 1}" in pane.message
+
+
+PROBE = 'INFO:     127.0.0.1:44562 - "GET /health?r37-cockpit=probe HTTP/1.1" 200 OK'
+OWN = 'INFO:     127.0.0.1:44570 - "GET /health HTTP/1.1" 200 OK'
+
+
+async def test_the_cockpits_probe_lines_are_dropped_unless_asked_for(fixed_config) -> None:  # type: ignore[no-untyped-def]
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("5")
+        pane = app.query_one(LogsPane)
+        pane.ingest(0, [LogLine(T0, 0, PROBE), LogLine(T0 + 1, 0, OWN), LogLine(T0 + 2, 0, PROBE)])
+        pane.flush(now=True)
+        assert [ln.text for ln in pane.store.merged] == [OWN]     # an operator's own /health stays
+        assert "cockpit probes hidden" in pane.status_text().plain
+        await pilot.press("p")
+        assert "cockpit probes shown" in pane.status_text().plain
+        assert "kept from now on" in pane.message
+        pane.ingest(0, [LogLine(T0 + 3, 0, PROBE)])
+        pane.flush(now=True)
+        assert [ln.text for ln in pane.store.merged] == [OWN, PROBE]
+        await pilot.press("p")
+        pane.ingest(0, [LogLine(T0 + 4, 0, PROBE)])
+        pane.flush(now=True)
+        assert len(pane.store.merged) == 2
+
+
+async def test_a_quiet_log_pane_sleeps_and_a_line_wakes_it(fixed_config) -> None:  # type: ignore[no-untyped-def]
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("5")
+        pane = app.query_one(LogsPane)
+        await pilot.pause(0.3)
+        asleep = pane.ticks
+        await pilot.pause(0.5)            # ten ticks of 50 ms if the timer ran
+        assert pane.ticks == asleep
+        pane.ingest(1, [LogLine(T0, 1, "INFO engine up")])
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if len(pane.view.source):
+                break
+        assert [ln.text for ln in pane.store.merged] == ["INFO engine up"] and len(pane.view.source) == 1
+        await pilot.pause(0.5)            # shown, status drawn: asleep again
+        woke = pane.ticks
+        await pilot.pause(0.5)
+        assert pane.ticks == woke and "merged: 1 line" in pane.status_text().plain

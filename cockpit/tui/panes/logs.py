@@ -2,12 +2,14 @@
 
 Readers (one worker per rank following `docker logs -f -t` over SSH) only append to bounded inboxes
 (timestamp and text columns); a 50 ms timer moves at most MAX_PER_FLUSH lines per tick into the store
-and tells the view how many entries arrived, so the cost is per frame, not per line. Any scroll away
-from the bottom pauses following (a counter shows the new lines); the follow key resumes. The filter
-key filters (regex, `!` inverts) with context lines; the recipe's failure signatures and phase lines
-(`cockpit.recipe.phases`) are highlighted; text is shown as plain text with control characters
-neutralised. The status line packs its parts to the pane's width (nothing is cut at 80 columns) and
-takes its keys from the bindings, so a remapped key shows remapped.
+and tells the view how many entries arrived, so the cost is per frame, not per line. The timer sleeps
+while nothing waits (a quiet log costs no wakeups) and a reader's line wakes it. The engine's
+access-log lines of the cockpit's own probes (`is_probe_line`) are not kept unless the probes key asks
+for them. Any scroll away from the bottom pauses following (a counter shows the new lines); the
+follow key resumes. The filter key filters (regex, `!` inverts) with context lines; the recipe's
+failure signatures and phase lines (`cockpit.recipe.phases`) are highlighted; text is shown as plain
+text with control characters neutralised. The status line packs its parts to the pane's width
+(nothing is cut at 80 columns) and takes its keys from the bindings, so a remapped key shows remapped.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.timer import Timer
 from textual.widgets import Input, Tab, Tabs
 
 from cockpit.locations import logs_save_dir
 from cockpit.recipe.containers import worth_following
-from cockpit.telemetry.logfilter import FilteredView, FilterError, LineFilter
+from cockpit.telemetry.logfilter import FilteredView, FilterError, LineFilter, is_probe_line
 from cockpit.telemetry.logfollow import NO_CONTAINER, FollowEvent, follow
 from cockpit.telemetry.loginbox import Inbox, take_slice
 from cockpit.telemetry.logline import LogLine, save_lines
@@ -53,7 +56,7 @@ FOLLOWER_STYLE = {"following": "ok.soft", "resumed": "ok.soft", "lost": "fail", 
 HINT_LABELS = {"filter": "filter", "resume": "follow", "tab(-1)": "prev tab", "tab(1)": "next tab",
                "show_tab": "merged", "toggle_timestamps": "time", "toggle_wrap": "wrap",
                "cycle_context": "context", "first_error": "first error", "next_error": "next error",
-               "save(False)": "save", "save(True)": "save all"}
+               "save(False)": "save", "save(True)": "save all", "toggle_probes": "probes"}
 
 
 class _BufferSource:
@@ -103,7 +106,7 @@ class LogsPane(Pane):
 
     FOCUS = "#logs-view"  # the app focuses the log view when this pane is shown (its keys work at once)
     HINTS = ("filter", "resume", "tab(-1)", "tab(1)", "show_tab", "toggle_timestamps", "toggle_wrap",
-             "cycle_context", "first_error", "next_error", "save(False)", "save(True)")
+             "cycle_context", "first_error", "next_error", "save(False)", "save(True)", "toggle_probes")
 
     DEFAULT_CSS = """
     LogsPane { height: 1fr; }
@@ -131,6 +134,7 @@ class LogsPane(Pane):
         Binding("n", "next_error", "Next error", id="logs.next_error", show=False),
         Binding("s", "save(False)", "Save view", id="logs.save_view"),
         Binding("S", "save(True)", "Save all", id="logs.save_all", show=False),
+        Binding("p", "toggle_probes", "Probe lines", id="logs.probes", show=False),
     ]
 
     def __init__(self, ctx: CockpitContext, *, capacity: int | None = None, autostart: bool = True,
@@ -153,6 +157,7 @@ class LogsPane(Pane):
         self.filtered: FilteredView | None = None
         self.source: _BufferSource | _FilteredSource = _BufferSource(self.store, None)  # what the view shows
         self.flushed = 0          # lines moved from the readers into the store (the benchmark's figure)
+        self.ticks = 0            # flushes run (a quiet log runs none: the timer sleeps)
         self.message = ""
         self._status_text = ""
         self._status_at = 0.0
@@ -162,6 +167,10 @@ class LogsPane(Pane):
         self._error_at = 0
         self._max_text = 0
         self._hints: list[Text] | None = None  # one chunk per key hint (the keymap's keys), built once
+        self.hide_probes = True   # the cockpit's own probe lines are dropped on arrival (`p` keeps them)
+        self._status_due = False  # a status change the throttle held back: the timer stays awake for it
+        self._asleep = False
+        self._flush_timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Tabs(Tab("merged", id=MERGED), *(Tab(f"r{r}", id=f"r{r}") for r in self.ranks), id="logs-tabs")
@@ -175,7 +184,7 @@ class LogsPane(Pane):
 
     def on_mount(self) -> None:
         self._show_source(_BufferSource(self.store, None))
-        self.set_interval(self.flush_every, self.flush)
+        self._flush_timer = self.set_interval(self.flush_every, self.flush)
         if self.autostart:
             for rank in self.ranks:
                 self.run_worker(self._follow(rank), group="logs-follow", name=f"follow rank {rank}'s log",
@@ -205,9 +214,19 @@ class LogsPane(Pane):
         inbox = self._incoming[rank]
         async for item in follow(self.ctx.fleet[rank], self.container, rejoin=lambda: self._rejoin(rank)):
             if isinstance(item, LogLine):
+                if self.hide_probes and is_probe_line(item.text):
+                    continue
                 inbox.push(item.ts, item.text)
             else:
                 self.states[rank] = item
+                self._status_due = True
+            self._wake()
+
+    def _wake(self) -> None:
+        """Something arrived: the flush timer runs again (it sleeps while nothing waits)."""
+        if self._asleep and self._flush_timer is not None:
+            self._asleep = False
+            self._flush_timer.resume()
 
     async def _rejoin(self, rank: int) -> None:
         """Wait before following rank's log again until the live model shows a container worth it (see
@@ -225,7 +244,8 @@ class LogsPane(Pane):
         inbox = self._incoming.get(rank)
         if inbox is None:
             inbox = self._incoming[rank] = Inbox(self.store.capacity)
-        inbox.extend(lines)
+        inbox.extend([ln for ln in lines if not is_probe_line(ln.text)] if self.hide_probes else lines)
+        self._wake()
 
     @property
     def queued(self) -> int:
@@ -234,10 +254,13 @@ class LogsPane(Pane):
 
     def note(self, event: FollowEvent) -> None:
         self.states[event.rank] = event
+        self._status_due = True
+        self._wake()
 
     def flush(self, *, now: bool = False) -> None:
         """Move what the readers queued into the store and the view (the 50 ms timer); `now`: render
         at once rather than at the next RENDER_EVERY tick."""
+        self.ticks += 1
         # bounded per tick; a backlog (a long history dumped at start) drains in a few ticks, not lost
         batches = take_slice(self._incoming, max(MAX_PER_FLUSH, self.queued // 4))
         for rank, inbox in self._incoming.items():
@@ -246,10 +269,13 @@ class LogsPane(Pane):
                 inbox.lost = 0
         if batches:
             self._apply(batches)
-        if not now and not self.shown:     # the store keeps every line; the view and status catch up on show
-            return
-        self._render_view(force=now)
-        self._show_status(throttle=not now)
+        if now or self.shown:     # hidden: the store keeps every line; the view and status catch up on show
+            self._render_view(force=now)
+            self._show_status(throttle=not now)
+        waiting = self.shown and (self._pend_added or self._pend_shift or self._status_due)
+        if not (self.queued or waiting) and self._flush_timer is not None:
+            self._asleep = True   # nothing waits: no tick until a reader's line or state wakes the timer
+            self._flush_timer.pause()
 
     def on_show(self) -> None:
         super().on_show()
@@ -360,6 +386,12 @@ class LogsPane(Pane):
 
     def action_toggle_wrap(self) -> None:
         self.view.set_options(wrap=not self.view.wrap)
+        self._show_status()
+
+    def action_toggle_probes(self) -> None:
+        self.hide_probes = not self.hide_probes
+        self.message = ("the cockpit's probe lines are dropped as they come" if self.hide_probes
+                        else "the cockpit's probe lines are kept from now on (those dropped before are gone)")
         self._show_status()
 
     def action_cycle_context(self) -> None:
@@ -523,7 +555,8 @@ class LogsPane(Pane):
             flt, matches = self.filter.text, self.filtered.matches
             state.append(Text(f"filter {flt!r} ±{self.context}: {matches:,} matches", style="bold"))
         on_off = {True: "on", False: "off"}
-        state.append(Text(f"ts {on_off[view.show_timestamps]} · wrap {on_off[view.wrap]}", style="muted"))
+        state.append(Text(f"ts {on_off[view.show_timestamps]} · wrap {on_off[view.wrap]} · cockpit probes "
+                          + ("hidden" if self.hide_probes else "shown"), style="muted"))
         if self.message:
             state.append(Text(self.message, style="italic"))
         followers: list[Text] = []
@@ -551,8 +584,9 @@ class LogsPane(Pane):
     def _show_status(self, *, throttle: bool = False, force: bool = False) -> None:
         now = time.monotonic()
         if throttle and now - self._status_at < STATUS_EVERY:
+            self._status_due = True
             return
-        self._status_at = now
+        self._status_at, self._status_due = now, False
         rows = self.status_rows()
         plain = "\n".join(sep.join(p.plain for p in parts) for parts, sep in rows)
         if force or plain != self._status_text:
