@@ -185,3 +185,34 @@ def test_sparkline_shows_unknown_as_a_gap() -> None:
     assert spark_chars([0, None, 100], 3, lo=0, hi=100) == "▁ █"
     assert spark_chars([5.0], 4) == "   ▁"
     assert spark_chars([None, None], 2) == "  "
+
+
+async def test_the_table_draws_once_per_judgement_and_its_ages_move_without_one(fixed_config, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The monitor's judgement (every interval) draws; the pane's own 1 s tick draws only when no judgement
+    came for one and a half intervals, so sampler rounds landing between the two never draw twice a second,
+    and a monitor that stopped judging still has its ages move on."""
+    import cockpit.tui.panes.stats as stats_pane
+
+    drawn = []
+    monkeypatch.setattr(stats_pane, "rank_table", lambda *a, **k: drawn.append(1) or rank_table(*a, **k))
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        now = time.time()
+        stats = app.ctx.monitor.stats
+        app.ctx.monitor.interval_s = 0.5
+        fill(stats, now, r1=rank(1, now - 14))
+        pane = await shown(app, pilot)
+        drawn.clear()
+        judged = 0
+        for step in range(24):                  # 2.4 s: a sampler round every 0.1 s, a judgement every 0.5 s
+            stats.version += 1
+            if step % 5 == 4:
+                app._broadcast(lambda p: p.stats_changed())
+                judged += 1
+            await pilot.pause(0.1)
+        assert len(drawn) == judged             # the 1 s tick drew nothing of its own
+        before = max(map(int, re.findall(r"no readings for (\d+) s", cells(pane, "#stats-ranks"))))
+        drawn.clear()
+        await pilot.pause(2.2)                  # no judgement: the tick draws, rank 1's age moves on
+        after = max(map(int, re.findall(r"no readings for (\d+) s", cells(pane, "#stats-ranks"))))
+        assert drawn and after > before

@@ -93,6 +93,7 @@ class StatsPane(Pane):
         self.selected: int | None = ranks[0] if ranks else None
         self.detail = False
         self._drawn: tuple[object, ...] | None = None
+        self._looked = 0.0      # monotonic time of the last redraw (drawn or found unchanged)
         self.window = 0                                 # WINDOWS index: 0 the live history
         self.recorded: History | None = None            # the recorded window read for the selected rank
         self.recorded_note = ""
@@ -207,7 +208,9 @@ class StatsPane(Pane):
     # ---- drawing ------------------------------------------------------------------------------------
 
     def _tick(self) -> None:
-        if self.shown:
+        """The ages move on when nothing else draws: the monitor's judgement redraws every interval, so
+        this only draws when it has not for one and a half (a monitor restarting, say)."""
+        if self.shown and time.monotonic() - self._looked >= 1.5 * self.ctx.monitor.interval_s:
             self.redraw()
 
     def stats_changed(self) -> None:
@@ -235,6 +238,7 @@ class StatsPane(Pane):
         if not self.is_mounted:
             return
         now = time.time() if self.ctx.replay is None else self.ctx.now()
+        self._looked = time.monotonic()
         sig = self._signature(now)
         if sig == self._drawn:
             return
