@@ -29,7 +29,6 @@ from cockpit.telemetry.logstore import LogStore
 from cockpit.tui.app import CockpitApp
 from cockpit.tui.panes.logs import LogsPane
 
-
 PROBE_LINE = 'INFO:     127.0.0.1:44562 - "GET /health?r37-cockpit=probe HTTP/1.1" 200 OK'
 
 

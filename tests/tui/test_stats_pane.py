@@ -9,7 +9,6 @@ import re
 import time
 
 from rich.console import Console
-from rich.text import Text
 from textual.widgets import Static
 
 from cockpit.telemetry.cluster_stats import Alert, ClusterStats, MemoryStats, RankStats
@@ -21,7 +20,7 @@ from cockpit.tui.app import CockpitApp
 from cockpit.tui.header import ClusterHeader, health_line
 from cockpit.tui.panes.stats import StatsPane
 from cockpit.tui.widgets.sparkline import spark_chars
-from cockpit.tui.widgets.stats_view import cell_roles, memory_text, rank_table
+from cockpit.tui.widgets.stats_view import cell_roles, memory_text, rank_rows, rank_table
 
 GIB = 1 << 30
 
@@ -51,13 +50,12 @@ def cells(pane: StatsPane, selector: str) -> str:
 
 def table_styles(stats: ClusterStats, now: float, width: int = 160) -> dict[tuple[int, str], str]:
     """(row, column header) → the style of that cell's text."""
-    table = rank_table(stats, now, width)
+    columns, rows = rank_rows(stats, now, width)
     out = {}
-    for column in table.columns:
-        for row, value in enumerate(column._cells):
-            assert isinstance(value, Text)
+    for row, cells_ in enumerate(rows):
+        for column, value in zip(columns, cells_, strict=True):
             spans = str(value.spans[-1].style) if value.spans else ""
-            out[(row, str(column.header))] = str(value.style) or spans
+            out[(row, column.header)] = str(value.style) or spans
     return out
 
 
@@ -111,8 +109,8 @@ async def test_stale_rank_is_dimmed_with_its_age(fixed_config) -> None:
         styles = table_styles(stats, now)
         assert styles[(1, "SM MHz")] == "stale" and styles[(1, "memory")] == "stale"
         assert styles[(0, "SM MHz")] == "" and styles[(3, "sampler")] == "stale"
-        narrow = rank_table(stats, now, 80)
-        assert "stale 14 s" in [c.plain for c in narrow.columns[1]._cells]  # type: ignore[attr-defined]
+        _, narrow = rank_rows(stats, now, 80)
+        assert "stale 14 s" in [row[1].plain for row in narrow]
 
 
 async def test_alert_highlights_its_cell_in_its_role(fixed_config) -> None:
@@ -187,7 +185,7 @@ def test_sparkline_shows_unknown_as_a_gap() -> None:
     assert spark_chars([None, None], 2) == "  "
 
 
-async def test_the_table_draws_once_per_judgement_and_its_ages_move_without_one(fixed_config, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_the_table_draws_once_per_judgement_and_its_ages_move_on(fixed_config, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The monitor's judgement (every interval) draws; the pane's own 1 s tick draws only when no judgement
     came for one and a half intervals, so sampler rounds landing between the two never draw twice a second,
     and a monitor that stopped judging still has its ages move on."""

@@ -12,7 +12,6 @@ import time
 from collections.abc import Collection, Iterable, Sequence
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from cockpit.safetext import safe
@@ -26,6 +25,7 @@ from cockpit.telemetry.cluster_stats import (
 )
 from cockpit.telemetry.gpu_events import BAD_REASONS, reason_label, reasons_of
 from cockpit.telemetry.rdma import ALERTING, PortStats
+from cockpit.tui.widgets.grid import Column, grid
 from cockpit.tui.widgets.sparkline import sparkline
 
 UNKNOWN = "–"
@@ -176,25 +176,20 @@ def counters_text(changes: dict[str, int], error_role: str) -> Text:
 
 # ---- the cluster view ---------------------------------------------------------------------------------
 
-def rank_table(stats: ClusterStats, now: float, width: int, selected: int | None = None,
-               odd: Collection[int] = ()) -> Table:
-    """One row per rank; narrow (below WIDE columns): compact memory and RDMA, no counters, no sparkline.
-    `odd`: the ranks a hung engine's stuck report names (marked ▶ in the failure style)."""
+def rank_rows(stats: ClusterStats, now: float, width: int, selected: int | None = None,
+              odd: Collection[int] = ()) -> tuple[list[Column], list[list[Text]]]:
+    """The cluster view's columns and one row of cells per rank; narrow (below WIDE columns): compact
+    memory and RDMA, no counters, no sparkline. `odd`: the ranks a hung engine's stuck report names
+    (marked ▶ in the failure style)."""
     wide = width >= WIDE
-    table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, expand=False, show_edge=False,
-                  header_style="bold")
-    table.add_column("rank", no_wrap=True, min_width=3)
-    table.add_column("sampler", no_wrap=True, overflow="ellipsis", max_width=24 if wide else 14)
-    table.add_column("util", justify="right", no_wrap=True, min_width=5)
-    table.add_column("SM MHz", justify="right", no_wrap=True, min_width=9)
-    table.add_column("W", justify="right", no_wrap=True, min_width=5 if wide else 4)
-    table.add_column("°C", justify="right", no_wrap=True, min_width=3)
-    table.add_column("P", no_wrap=True, min_width=3)
-    table.add_column("memory", no_wrap=True, overflow="ellipsis")
-    table.add_column("RDMA", no_wrap=True, overflow="ellipsis")
+    columns = [Column("rank", min_width=3), Column("sampler", max_width=24 if wide else 14, cut=True),
+               Column("util", right=True, min_width=5), Column("SM MHz", right=True, min_width=9),
+               Column("W", right=True, min_width=5 if wide else 4), Column("°C", right=True, min_width=3),
+               Column("P", min_width=3), Column("memory", cut=True), Column("RDMA", cut=True)]
     if wide:
-        table.add_column("counters changed", overflow="ellipsis", no_wrap=True, max_width=22)
-        table.add_column("util history", no_wrap=True, min_width=SPARK)
+        columns += [Column("counters changed", max_width=22, cut=True),
+                    Column("util history", min_width=SPARK)]
+    rows = []
     for rank, s in sorted(stats.ranks.items()):
         roles = cell_roles(stats.alerts, rank)
         state, stale = age_text(s, stats.interval_s, now, compact=not wide)
@@ -206,7 +201,7 @@ def rank_table(stats: ClusterStats, now: float, width: int, selected: int | None
         g = s.gpu
         marker = "▸" if rank == selected else " "
         rank_style = "fail" if rank in odd else roles.get("rank") or ("stale" if stale else "bold")
-        row: list[RenderableType] = [
+        row: list[Text] = [
             Text.assemble((marker, "accent"), (f"{rank}", rank_style), ("▶" if rank in odd else "", "fail")),
             Text(state, style=roles.get("rank") or ("stale" if stale else "ok.soft")),
             cell("util", UNKNOWN if g is None or g.util is None else f"{g.util} %"),
@@ -225,8 +220,14 @@ def rank_table(stats: ClusterStats, now: float, width: int, selected: int | None
             row.append(counters)
             row.append(sparkline(stats.history[rank].values("util")[-SPARK:], SPARK,
                                  "stale" if stale else "accent", lo=0, hi=100))
-        table.add_row(*row)
-    return table
+        rows.append(row)
+    return columns, rows
+
+
+def rank_table(stats: ClusterStats, now: float, width: int, selected: int | None = None,
+               odd: Collection[int] = ()) -> Text:
+    """The cluster view (`rank_rows`) laid out in aligned columns (`grid`: drawn every second)."""
+    return grid(*rank_rows(stats, now, width, selected, odd), width)
 
 
 # ---- the engine ---------------------------------------------------------------------------------------
