@@ -237,3 +237,22 @@ async def test_proxy_env_is_ignored(fake_engine: FakeEngine, monkeypatch: pytest
     fin = events[-1]
     assert isinstance(fin, Finished) and fin.result.tool_calls[0].arguments() == {"city": "Paris"}
     assert sum(isinstance(e, ToolCallDelta) for e in events) == 4
+
+
+async def test_a_plain_http_client_loads_no_ca_bundle_and_trusts_nothing() -> None:
+    """Loading certifi's CAs cost a tenth of a one-off `status`: a client of the tunnel's http URL never
+    builds that context; what it holds instead verifies (hostname, certificate) and trusts no CA, so it
+    could never pass a TLS peer unchecked. An https client gets certifi's CAs."""
+    import ssl
+
+    from cockpit.api import client as client_mod
+
+    client_mod._tls_context.cache_clear()
+    async with ApiClient("http://127.0.0.1:9"):
+        assert client_mod._tls_context.cache_info().misses == 0
+    plain = client_mod._context_for("http://127.0.0.1:9")
+    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname
+    assert plain.cert_store_stats()["x509_ca"] == 0
+    async with ApiClient("https://gateway.invalid"):
+        assert client_mod._tls_context.cache_info().misses == 1
+    assert client_mod._context_for("https://gateway.invalid").cert_store_stats()["x509_ca"] > 10
