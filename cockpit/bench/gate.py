@@ -14,7 +14,7 @@ from cockpit.api.errors import ApiError
 from cockpit.api.liveness import parse_sample, read_metrics_text
 from cockpit.config import ClusterConfig
 from cockpit.hosts import Fleet
-from cockpit.recipe.launch import cluster_status
+from cockpit.recipe.status import cluster_status
 
 REMEDY_BUSY = ("Wait until the other requests are done (the Stats pane or `r37-cockpit stats` shows "
                "the engine's running and waiting requests), then start the benchmark again.")

@@ -29,6 +29,7 @@ from cockpit.remedy import cockpit_remedy
 
 if TYPE_CHECKING:
     from cockpit.config import ClusterConfig
+    from cockpit.hosts import Fleet
 
 # Light on purpose: every command imports this module, so `--help` would pay for what it imports. The
 # config models (pydantic), the recipe and asyncio are imported where they are used.
@@ -160,6 +161,11 @@ def _quiet_interrupts(loop: Any, context: dict[str, Any]) -> None:
 def run_async_fast(coro: Coroutine[Any, Any, T]) -> T:
     """`run_async` on uvloop: only for headless commands (`chat`, `smoke`); the TUI keeps asyncio."""
     return run_async(coro, fast=True)
+
+
+async def connected_fleet(fleet: Fleet, cfg: ClusterConfig) -> None:
+    """Wait for the fleet's first connections (a host that does not connect in time is shown as such)."""
+    await fleet.wait_connected(cfg.ssh.connect_timeout + 5)
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""`launch`, `status`, `stop`: the staged launch (recipe steps 6–7) without a screen.
+"""`launch`, `stop`: the staged launch (recipe steps 6–7) without a screen (`status`: `status_cmd`).
 
 `launch` dry-runs every rank, then runs the one launch procedure (`recipe.launch_run.run_launch`): under the
 cluster lock on rank 0's host, the launch gate (hosts, containers in the way, a full preflight), confirmation
@@ -6,8 +6,7 @@ cluster lock on rank 0's host, the launch gate (hosts, containers in the way, a 
 and the launch of ranks N-1 … 1 then 0; it prints the procedure's notes, streams phase events (on a terminal
 one live line per rank, `cockpit.cli.progress`; every event as a line with `-v`, a pipe or `--json`), and
 exits 0 when the API is ready, 1 with the cause when a rank fails.
-`status` is one look of the live model (read-only, also for a cluster launched by hand). `stop` stops only
-the containers this cockpit started, head first, with `docker stop`, under the same lock.
+`stop` stops only the containers this cockpit started, head first, with `docker stop`, under the same lock.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any
 
 from cockpit.cli.commands import SUMMARY
@@ -29,12 +27,12 @@ from cockpit.cli.common import (
     EXIT_REFUSED,
     CliError,
     add_json,
+    connected_fleet,
     load,
     print_json,
     refuse_if_read_only,
     remedy,
     run_async,
-    table,
 )
 from cockpit.cli.progress import LiveBlock, live_output
 from cockpit.config import ClusterConfig
@@ -44,11 +42,8 @@ from cockpit.recipe import launch_run as LR
 from cockpit.recipe import timeline as T
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.lock import ClusterLock, LockError, LockHeld
-from cockpit.recipe.phases import Phase
 from cockpit.recipe.preflight import preflight_results
-from cockpit.recipe.recording import recorded
 from cockpit.recipe.stop import DrainResult, InFlight, StopPlan, drain, execute_stop, plan_stop
-from cockpit.recipe.stuck import StuckReport
 from cockpit.recipe.watch import phase_limits
 from cockpit.safetext import neutralise_block, safe
 
@@ -79,18 +74,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "(default: per-phase limits for a real boot)")
     p.set_defaults(func=run_launch)
 
-    s = sub.add_parser("status", help=SUMMARY["status"],
-                       description="Container state, boot phase (from the log tail) and API readiness of "
-                                   "every rank; changes nothing, also for a cluster launched by hand. Exit 0 "
-                                   "when the cluster is ready and the engine not hung, 1 otherwise.")
-    add_json(s)
-    s.add_argument("--watch-engine", type=float, default=0.0, metavar="S",
-                   help="also sample the engine's /metrics for S seconds to tell serving from hung")
-    s.add_argument("--stacks", action="store_true",
-                   help="when the engine is hung, also read the engine's Python stacks on every rank "
-                        "(`py-spy dump` inside the container, read-only, when the image has py-spy)")
-    s.set_defaults(func=run_status)
-
     t = sub.add_parser("stop", help=SUMMARY["stop"],
                        description="docker stop on rank 0, then the workers: only containers this cockpit "
                                    "started (recorded container IDs). Never removes a container, never "
@@ -111,10 +94,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 # ---- helpers ------------------------------------------------------------------------------------------
-
-
-async def _connected_fleet(fleet: Fleet, cfg: ClusterConfig) -> None:
-    await fleet.wait_connected(cfg.ssh.connect_timeout + 5)
 
 
 def _drain_seconds(text: str) -> float:
@@ -277,7 +256,7 @@ def run_launch(args: argparse.Namespace) -> int:
 async def _launch(args: argparse.Namespace, cfg: ClusterConfig, booting: dict[int, str],
                   in_flight: set[int] | None = None) -> int:
     async with Fleet(cfg) as fleet:
-        await _connected_fleet(fleet, cfg)
+        await connected_fleet(fleet, cfg)
         dry = await L.dry_run(fleet, cfg)
         for d in dry.values():
             shown = d.output if d.ok else "FAILED: " + d.error
@@ -402,93 +381,6 @@ def _result(args: argparse.Namespace, launcher: L.Launcher, *, finished: bool) -
     return 0 if ok else 1
 
 
-# ---- status -------------------------------------------------------------------------------------------
-
-
-def run_status(args: argparse.Namespace) -> int:
-    _, cfg = load(args)
-    ledger = Ledger(cfg)
-    report = run_async(_status(cfg, args.watch_engine, ledger, stacks=args.stacks))
-    notices = ledger.pop_warnings()
-    if args.json:
-        data = report.to_dict()
-        data["warnings"] = [{"code": n.code, "message": n.message} for n in notices]
-        data["verdict"]["remedy"] = remedy(args, data["verdict"]["remedy"])
-        for r in data["ranks"]:
-            if r["failure"]:
-                r["failure"]["remedy"] = remedy(args, r["failure"]["remedy"])
-        if data["stuck"]:
-            data["stuck"]["remedy"] = remedy(args, data["stuck"]["remedy"])
-        print_json(data)
-    else:
-        for n in notices:
-            print(f"warning: {safe(n.message)}", file=sys.stderr)
-        print(remedy(args, status_text(report, cfg)))
-    return EXIT_OK if report.ok else EXIT_FAILURE
-
-
-async def _status(cfg: ClusterConfig, watch_engine: float = 0.0,
-                  ledger: Ledger | None = None, stacks: bool = False) -> L.StatusReport:
-    async with Fleet(cfg) as fleet:
-        await _connected_fleet(fleet, cfg)
-        with recorded(cfg, "status --watch-engine") if watch_engine > 0 else nullcontext() as recording:
-            return await L.cluster_status(fleet, cfg, ledger, watch_engine=watch_engine, recording=recording,
-                                          stacks=stacks)
-
-
-def status_text(report: L.StatusReport, cfg: ClusterConfig) -> str:
-    rows = []
-    for r in report.ranks:
-        c = r.container
-        state = c.status if c else "-"
-        exit_ = str(c.exit_code) + (" OOM" if c.oom_killed else "") if c and c.ended else "-"
-        prog = f"{r.progress[0]}/{r.progress[1]}" if r.progress and r.phase is Phase.LOADING else ""
-        rows.append([str(r.rank), r.target, r.host, c.short_id if c else "-", state, exit_, r.owner,
-                     r.condition.upper() if r.condition in ("failed", "unknown") else r.condition,
-                     r.phase_text if c and r.condition != "stopped" else "-", prog])
-    out = [table(rows, ["RANK", "TARGET", "HOST", "CONTAINER", "STATE", "EXIT", "STARTED BY", "RANK IS",
-                        "PHASE", "PROGRESS"])]
-    out.append(f"API: {report.api.message}" + (f" — engine {report.engine}" if report.engine != "unknown"
-                                                else ""))
-    out.append(report.verdict.summary)
-    if report.verdict.remedy and report.verdict.state != "ready":
-        out.append(f"what to do: {report.verdict.remedy}")
-    if report.stuck is not None:
-        out.append(stuck_text(report.stuck))
-    for r in report.ranks:
-        if r.condition == "stopped" and "killed" in r.detail:
-            out.append(f"rank {r.rank}: stopped ({r.detail})")
-        if r.failure:
-            out.append(f"rank {r.rank}: {r.failure.label}\n    cause: {r.failure.cause}\n"
-                       f"    remedy: {r.failure.remedy}")
-    if any(r.owner == "by hand" for r in report.ranks):
-        out.append(f"containers marked 'by hand' were not started by this cockpit: shown read-only; "
-                   f"`r37-cockpit stop` never stops them ({cfg.cluster.container_name})")
-    return "\n".join(out)
-
-
-def stuck_text(stuck: StuckReport) -> str:
-    """The per-rank evidence of a hung engine as `status` prints it (the rank that differs marked)."""
-    rows = [[("> " if e.rank in stuck.odd else "  ") + str(e.rank), e.load,
-             "-" if e.util is None else f"{e.util} %", "-" if e.sm_mhz is None else f"{e.sm_mhz} MHz",
-             "-" if e.rdma_moving is None else ("moving" if e.rdma_moving else "still"),
-             "-" if e.last_line_age_s is None else f"{e.last_line_age_s:.0f} s ago",
-             safe(e.last_line or e.note or "-", 70)] for e in stuck.ranks]
-    out = ["which rank is stuck: " + stuck.reason,
-           table(rows, ["RANK", "GPU", "UTIL", "SM CLOCK", "RDMA", "LAST LOG", "LAST LINE"])]
-    if stuck.remedy:
-        out.append(f"what to do: {stuck.remedy}")
-    for e in stuck.ranks:
-        st = e.stacks
-        if st is None:
-            continue
-        if st.state != "read":
-            out.append(f"rank {e.rank} stacks: {safe(st.detail or st.state)}")
-            continue
-        out.append(f"rank {e.rank} stacks (py-spy dump):" + "".join(f"\n    {safe(s)}" for s in st.summary))
-    return "\n".join(out)
-
-
 # ---- stop ---------------------------------------------------------------------------------------------
 
 
@@ -511,7 +403,7 @@ def run_stop(args: argparse.Namespace) -> int:
 async def _stop(args: argparse.Namespace, cfg: ClusterConfig, progress: dict[int, str] | None = None) -> int:
     ledger = Ledger(cfg)
     async with Fleet(cfg) as fleet:
-        await _connected_fleet(fleet, cfg)
+        await connected_fleet(fleet, cfg)
         plan = await plan_stop(fleet, cfg, ledger, force=args.force, read_requests=not args.no_drain)
         ledger_notices(args, ledger)
         limit = _drain_limit(args, cfg)

@@ -170,11 +170,11 @@ async def gather(fleet: Fleet, cfg: ClusterConfig, config_path: Path | None, *, 
                  progress: Callable[[str], None] | None = None) -> Bundle:
     """Read everything the bundle holds (see the module doc); a part that cannot be read is named in
     `problems` and in the bundle's README, never fatal."""
-    from cockpit.recipe import launch
     from cockpit.recipe.fabric import last_result
     from cockpit.recipe.history import list_sessions
     from cockpit.recipe.ledger import Ledger
     from cockpit.recipe.preflight import preflight_results
+    from cockpit.recipe.status import cluster_status
 
     now = time.time() if now is None else now
     bundle = Bundle(bundle_name(cfg.cluster.name, now))
@@ -200,7 +200,7 @@ async def gather(fleet: Fleet, cfg: ClusterConfig, config_path: Path | None, *, 
         bundle.problems.append(f"preflight: {type(exc).__name__}: {exc}")
     say("reading the cluster's status")
     try:
-        status = await launch.cluster_status(fleet, cfg, Ledger(cfg))
+        status = await cluster_status(fleet, cfg, Ledger(cfg))
         bundle.files[f"{bundle.name}/status.json"] = json.dumps(status.to_dict(), indent=2, default=str)
     except Exception as exc:
         bundle.problems.append(f"status: {type(exc).__name__}: {exc}")

@@ -14,7 +14,7 @@ import realdocker
 from simcluster import SimCluster
 
 from cockpit import constants as C
-from cockpit.cli.launch_cmd import status_text
+from cockpit.cli.status_cmd import status_text
 from cockpit.config import ClusterConfig
 from cockpit.envfile import env_for_rank
 from cockpit.hosts import Fleet, Result, command
