@@ -138,6 +138,7 @@ class Ledger:
         self.warnings: list[LedgerNotice] = []
         self._told: set[str] = set()
         self._seen: tuple[tuple[int, ...], dict[str, dict[str, dict[str, object]]]] | None = None
+        self._records: tuple[object, dict[int, LaunchRecord]] | None = None   # (the data read, its records)
 
     def pop_warnings(self) -> list[LedgerNotice]:
         """The notices not shown yet (each is returned once)."""
@@ -252,14 +253,18 @@ class Ledger:
             return self._read_locked()
 
     def records(self) -> dict[int, LaunchRecord]:
-        """The latest record per rank of this cluster."""
-        ranks = self._read().get(self.key, {})
+        """The latest record per rank of this cluster (made again only when the file was read again: a
+        watcher asks once a second per rank)."""
+        data = self._read()
+        if self._records is not None and self._records[0] is data:
+            return dict(self._records[1])
         out = {}
-        for rank, rec in ranks.items():   # every record checked by _check
+        for rank, rec in data.get(self.key, {}).items():   # every record checked by _check
             loaded = _load(LaunchRecord, rec)
             assert isinstance(loaded, LaunchRecord)
             out[int(rank)] = loaded
-        return out
+        self._records = (data, out)
+        return dict(out)
 
     def pending(self) -> dict[int, PendingLaunch]:
         """Launches whose `docker run` did not report back (host lost while it was in flight)."""

@@ -135,6 +135,7 @@ class SamplerReader:
         self._mem: list[str] = []
         self._files: list[tuple[str, str]] = []
         self._last_files: list[tuple[str, str]] = []     # the port files of the last whole round
+        self._last_ports: tuple[PortCounters, ...] = ()  # … as parsed (a steady round is not parsed again)
         self._said = {"G": "", "A": "", "K": ""}
 
     def feed(self, line: str) -> Event | None:
@@ -176,8 +177,9 @@ class SamplerReader:
             path, _, value = rest.partition("\t")
             self._files.append((path, value))
         elif tag == "E" and line.strip() == "E":
-            done = HostRound(self._round_at, parse_meminfo("\n".join(self._mem)), _ports(self._files))
-            self._last_files = self._files
+            ports = self._last_ports if self._files == self._last_files else _ports(self._files)
+            done = HostRound(self._round_at, parse_meminfo("\n".join(self._mem)), ports)
+            self._last_files, self._last_ports = self._files, ports
             self._round_at, self._mem, self._files = None, [], []
             return done
         return None

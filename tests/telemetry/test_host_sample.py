@@ -110,7 +110,7 @@ def test_sampler_output_parses_into_rounds(tmp_path: Path) -> None:
 def test_an_unchanged_round_of_port_files_is_one_line_and_reads_whole(tmp_path: Path) -> None:
     """A real bash: the first round prints every port file; while none changes a round says `F =` and the
     reader takes the last round's files again; a counter that moves, or a file gone, prints the round
-    whole again."""
+    whole again. A steady round's ports are the last round's, not parsed again."""
     root = _fake_root(tmp_path / "root")
     port = root / PORT.lstrip("/")
     cmd = stats_sampler(0.1, GPU_FIELDS, APP_FIELDS, ["rocep1s0f0"]).line
@@ -145,6 +145,7 @@ def test_an_unchanged_round_of_port_files_is_one_line_and_reads_whole(tmp_path: 
     assert rounds[5][0].ports[0].xmit_words == 5000
     assert rounds[8][0].ports[0].hw == {}                    # the file gone: gone from the reading
     assert rounds[2][0].ports[0].hw == {"out_of_sequence": 7}
+    assert rounds[1][0].ports is rounds[0][0].ports is rounds[2][0].ports   # steady: not parsed again
 
 
 def test_a_round_longer_than_an_atomic_write_goes_out_line_by_line(tmp_path: Path) -> None:
