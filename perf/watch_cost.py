@@ -6,14 +6,14 @@ A demo cluster of `--hosts` hosts is started in a temp dir, set up and launched 
 (a) TUI at rest: `r37-cockpit tui` runs in tmux at 160x48 (a real terminal, real frames), one run per
     pane in `--panes`; after the fleet is connected and `--warm` seconds on the pane, the CPU time of the
     TUI process (utime + stime from /proc) over `--seconds` gives its share of one core. Target: <= 2 %
-    on any pane with 4 hosts. The floor: the same remote streams the core keeps open at rest (each rank's
-    watcher loop: `docker inspect` every second, a round equal to the last as one line; the stats
-    sampler's loop) read through the cockpit's SSH layer (asyncssh) in a process of its own, every line
-    discarded: what any client of those streams pays.
+    on any pane with 4 hosts, <= 4 % with more (16). The floor: the same remote streams the core keeps
+    open at rest (each rank's watcher loop: `docker inspect` every second, a round equal to the last as
+    one line; the stats sampler's loop) read through the cockpit's SSH layer (asyncssh) in a process of
+    its own, every line discarded: what any client of those streams pays.
 (b) `status --json`: CPU (user + system of the process) and wall time, median of `--runs`, next to the
     floor `ssh -F DIR/ssh_config HOST docker inspect CONTAINER` run on every host in parallel (OpenSSH,
-    CPU of the ssh processes). Targets: <= 0.5 s CPU and <= 1.0 s wall on a quiet machine. Beside it,
-    what importing costs: status's modules, and Python with the libraries alone (IMPORT_FLOORS).
+    CPU of the ssh processes). Targets (4 hosts): <= 0.5 s CPU and <= 1.0 s wall on a quiet machine.
+    Beside it, what importing costs: status's modules, and Python with the libraries alone (IMPORT_FLOORS).
 
     python perf/watch_cost.py [--hosts 4] [--panes hosts,launch,logs,stats] [--seconds 60] [--warm 10]
                               [--runs 5] [--json]
@@ -48,6 +48,7 @@ from cockpit.telemetry.host_sample import APP_FIELDS, GPU_FIELDS
 PANE_KEYS = {"hosts": "1", "preflight": "2", "setup": "3", "launch": "4", "logs": "5", "stats": "6",
              "chat": "f7", "bench": "8", "commands": "9"}
 TICKS = os.sysconf("SC_CLK_TCK")
+TUI_TARGET, TUI_TARGET_LARGE = 0.02, 0.04   # share of a core at rest: with 4 hosts, with more (16)
 
 
 def cli(toml: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -201,15 +202,17 @@ def main() -> int:
         floor = asyncio.run(_floor_streams(toml, a.seconds, a.warm))
         print(f"floor (the core's remote streams read through asyncssh, discarded): {floor * 100:.2f} % of a "
               "core", file=out, flush=True)
+        tui_target = TUI_TARGET if a.hosts <= 4 else TUI_TARGET_LARGE
         tuis = []
         for pane in panes:
             r = tui_at_rest(toml, pane, a.seconds, a.warm)
             tuis.append(r)
-            print(f"TUI at rest on {pane:<9} {r['cpu_share'] * 100:6.2f} % of a core (target <= 2 %; floor "
+            print(f"TUI at rest on {pane:<9} {r['cpu_share'] * 100:6.2f} % of a core (target <= "
+                  f"{tui_target * 100:.0f} %; floor "
                   f"{floor * 100:.2f} %)", file=out, flush=True)
         st = status_runs(toml, work, a.runs)
         print(f"status --json: {st['status_cpu_s']:.2f} s CPU, {st['status_wall_s']:.2f} s wall (median of "
-              f"{a.runs}; targets <= 0.5 s, <= 1.0 s); floor ssh docker inspect x{a.hosts}: "
+              f"{a.runs}; targets with 4 hosts <= 0.5 s, <= 1.0 s); floor ssh docker inspect x{a.hosts}: "
               f"{st['floor_cpu_s']:.2f} s CPU, {st['floor_wall_s']:.2f} s wall", file=out, flush=True)
         print(f"  of which importing: {st['status_import_cpu_s']:.2f} s CPU for status's modules, "
               f"{st['libraries_import_cpu_s']:.2f} s of it for Python and the libraries alone "
@@ -217,7 +220,8 @@ def main() -> int:
         result |= {"floor_share": round(floor, 4), "tui": tuis, "status": st,
                    "load_avg_1m": round(os.getloadavg()[0], 1)}
         worst = max(t["cpu_share"] for t in tuis) if tuis else 0.0
-        result["passed"] = worst <= 0.02 and st["status_cpu_s"] <= 0.5 and st["status_wall_s"] <= 1.0
+        status_ok = a.hosts > 4 or (st["status_cpu_s"] <= 0.5 and st["status_wall_s"] <= 1.0)
+        result["passed"] = worst <= tui_target and status_ok
     finally:
         if launched:
             cli(toml, "stop", "--yes", "--json")
