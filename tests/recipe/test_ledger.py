@@ -140,3 +140,21 @@ def test_a_look_parses_the_file_again_only_when_it_changed(tmp_path: Path, fixed
     path.write_text("{not json")                              # corrupt in place: seen, kept aside
     assert watcher.records() == {}
     assert any(p.name.startswith("launched.json.corrupt-") for p in tmp_path.iterdir())
+
+
+def test_records_are_made_again_only_when_the_file_changed(tmp_path: Path, fixed_config: ClusterConfig,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watcher asks for the records once a second per rank: an unchanged file gives the records made
+    before; a record written (by this cockpit or another) is in the next answer."""
+    ledger = Ledger(fixed_config, tmp_path / "ledger.json")
+    ledger.record(1, CID, "ds41_r37", "spark-1")
+    made = []
+    load = ledger_mod._load
+    monkeypatch.setattr(ledger_mod, "_load", lambda cls, rec: made.append(1) or load(cls, rec))
+    first = ledger.records()
+    assert first[1].container_id == CID and len(made) == 1
+    assert ledger.records() == first and len(made) == 1            # unchanged: not made again
+    Ledger(fixed_config, tmp_path / "ledger.json").record(2, "b" * 64, "ds41_r37", "spark-2")
+    assert sorted(ledger.records()) == [1, 2] and len(made) == 3     # another writer: read again
+    ledger.records().pop(1)
+    assert sorted(ledger.records()) == [1, 2]                         # a caller's copy, not the cache
