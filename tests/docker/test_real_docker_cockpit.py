@@ -22,6 +22,7 @@ from cockpit.recipe import containers as dk
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.replace import execute_replace, plan_replace
+from cockpit.recipe.status import cluster_status
 from cockpit.recipe.stop import execute_stop, plan_stop
 
 RANK = 3
@@ -113,7 +114,7 @@ async def test_failed_start_is_ours_created_and_replaceable(backend: str, real_d
         assert [r for r in ledger.records()] == [RANK]          # later ranks were not launched
 
         # a later one-off look (`status`): the rank is failed, its container `created`, started by us
-        report = await L.cluster_status(fleet, cfg, ledger)
+        report = await cluster_status(fleet, cfg, ledger)
         [rank3] = [r for r in report.ranks if r.rank == RANK]
         assert rank3.container is not None and rank3.container.status == "created"
         assert rank3.owner == "cockpit" and rank3.condition == "failed", rank3
@@ -168,7 +169,7 @@ async def test_stop_of_a_pid1_without_handler_is_a_stop_not_a_crash(backend: str
         assert "exit 137" in out.message and "not a crash" in out.message
         state = await L.inspect_container(fleet, RANK, cid)
         assert state is not None and state.exit_code == 137 and not state.oom_killed
-        report = await L.cluster_status(fleet, cfg, ledger)
+        report = await cluster_status(fleet, cfg, ledger)
         [rank3] = [r for r in report.ranks if r.rank == RANK]
         assert rank3.condition == "stopped" and rank3.failure is None and rank3.owner == "cockpit", rank3
         assert rank3.detail.startswith("killed after ") and "did not exit on SIGTERM" in rank3.detail

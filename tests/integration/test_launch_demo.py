@@ -16,6 +16,7 @@ from cockpit.hosts import Fleet
 from cockpit.recipe import launch as L
 from cockpit.recipe.ledger import Ledger
 from cockpit.recipe.phases import Phase
+from cockpit.recipe.status import cluster_status
 from cockpit.recipe.stop import execute_stop, plan_stop
 from cockpit.recipe.timeline import Failure, HostChanged, LaunchEvent, RankFailed, settled
 
@@ -238,7 +239,7 @@ async def test_stop_touches_only_what_the_cockpit_started(fresh_demo_cluster) ->
         assert [i.action for i in plan] == ["skip"] * 4
         assert "not started by this cockpit" in plan.items[3].reason
         assert await execute_stop(fleet, plan, ledger) == []
-        report = await L.cluster_status(fleet, cfg, ledger)
+        report = await cluster_status(fleet, cfg, ledger)
         assert report.ranks[3].owner == "by hand" and report.ranks[3].container is not None
         assert not any("docker stop" in rec.command for rec in fleet.command_log)
 
