@@ -341,7 +341,7 @@ class _Conn:
                     await self._readable()
                 except _ReadTimeout:
                     raise (self._failure or self._timed_out()) from None
-        t_read, now_real = time.perf_counter(), time.time()  # together: the stamp is on the wall clock
+        t_read, now_real = kstamp.clock_pair()  # one moment on both clocks: the stamp is on the wall clock
         if self._interval:
             # a full read means more is waiting: take it now (a burst drains at full speed, never queues
             # up behind the frame); otherwise the next read waits for the next frame

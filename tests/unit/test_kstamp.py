@@ -45,3 +45,13 @@ def test_received_at_falls_back_to_the_read_time() -> None:
     assert kstamp.received_at(stamp, 100.0, now_real, 5.0) == 99.75  # waited 0.25 s in the kernel
     assert kstamp.received_at([], 100.0, now_real, 5.0) == 100.0  # unstamped
     assert kstamp.received_at(stamp, 100.0, now_real, 0.1) == 100.0  # older than max_age: a clock step
+
+
+def test_the_clock_pair_is_the_closest_of_its_tries(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A preemption between the two clock reads would shift every stamp by its length: the pair is taken
+    from the try whose reads of the local clock lay closest, at their midpoint."""
+    reads = iter([0.0, 0.010, 5.0, 5.00002])         # first try preempted 10 ms, second 20 µs
+    walls = iter([100.0, 105.0])
+    monkeypatch.setattr(kstamp.time, "time", lambda: next(walls))
+    now, real = kstamp.clock_pair(lambda: next(reads))
+    assert (now, real) == (5.00001, 105.0)

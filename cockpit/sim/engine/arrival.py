@@ -32,7 +32,7 @@ _MAX_AGE = 5.0  # a stamp older than this is a wall-clock step, not a queued req
 
 def _monotonic_of(ancdata: list[tuple[int, int, bytes]]) -> float:
     """The kernel receive time in ``ancdata`` on the monotonic clock (now, if there is none)."""
-    return kstamp.received_at(ancdata, time.monotonic(), time.time(), _MAX_AGE)
+    return kstamp.received_at(ancdata, *kstamp.clock_pair(time.monotonic), _MAX_AGE)
 
 
 if _SelectorSocketTransport is not None and kstamp.SO_TIMESTAMPNS is not None:
