@@ -315,22 +315,24 @@ class CockpitApp(App[None]):
 
     def _broadcast(self, tell: Callable[[Pane], None]) -> None:
         """Tell every composed pane (a pane not yet composed, or gone while closing, draws from the model
-        when it is)."""
+        when it is); nothing while the app shuts down: its widgets are being taken down, and a pane half
+        gone has nothing left to draw on."""
+        if not self.is_running:
+            return
         for pane in self.panes():
             if pane.composed:
                 tell(pane)
 
     def on_cluster_changed(self, message: ClusterChanged) -> None:
-        """The live model changed: every pane and the header render it again (not while the app shuts down:
-        its widgets are being taken down, and a pane half gone has no verdict line to draw)."""
-        if message.cluster != self.generation or not self.is_running:
+        """The live model changed: every pane and the header render it again."""
+        if message.cluster != self.generation:
             return
         self._broadcast(lambda pane: pane.model_changed(message.event))
         self.refresh_header()
 
     def on_stats_changed(self, message: StatsChanged) -> None:
         """The monitor judged again: every pane (a hidden one catches up when shown) and the header."""
-        if message.cluster != self.generation or not self.is_running:
+        if message.cluster != self.generation:
             return
         self._broadcast(lambda pane: pane.stats_changed())
         self.refresh_header()
@@ -342,7 +344,7 @@ class CockpitApp(App[None]):
     def show_status(self, status: HostStatus) -> None:
         """Render one host's new status everywhere it shows (nowhere once the app is closing: the fleet
         closes in `on_unmount`, after the panes are gone, and its hosts still report CLOSED)."""
-        if not self.panes() or not self.is_running:
+        if not self.panes():
             return
         self._broadcast(lambda pane: pane.host_changed(status))
         self.refresh_header()
