@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +16,7 @@ from cockpit.envfile import env_for_rank
 from cockpit.hosts import Fleet, Result, command
 
 TEST_SPEED = 400.0  # boot a simulated engine in a few seconds
+BANNER_WAIT = 2.0   # a live demo host sends its SSH banner at once; a silent one never
 
 
 @dataclass
@@ -32,6 +36,44 @@ class SimCluster:
     def fault(self, rank: int, name: str, on: bool = True) -> None:
         from cockpit.sim.faults import set_fault
         set_fault(self.root(rank), name, on)
+
+    def _ssh_port(self, rank: int) -> int:
+        port = self.config.hosts[rank].port
+        assert port is not None, "demo hosts listen on ports of their own"
+        return port
+
+    def wait_silent(self, rank: int, timeout: float = 10.0) -> None:
+        """Block until a new connection to `rank`'s SSH port gets no banner: its `host-down` fault has
+        taken hold (the demo host reads its fault switch every 0.3 s, later on a loaded machine). For
+        tests that are not coroutines; `silenced` is the same wait for those that are."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with socket.create_connection(("127.0.0.1", self._ssh_port(rank)), timeout=2) as s:
+                s.settimeout(BANNER_WAIT)
+                try:
+                    if not s.recv(64):
+                        return
+                except TimeoutError:
+                    return
+            time.sleep(0.1)
+        raise AssertionError(f"rank {rank} still answers with a banner {timeout} s after host-down")
+
+    async def silenced(self, rank: int, timeout: float = 10.0) -> None:
+        """`wait_silent` without blocking the event loop."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", self._ssh_port(rank)), 2)
+            try:
+                if not await asyncio.wait_for(reader.read(64), BANNER_WAIT):
+                    return
+            except TimeoutError:
+                return
+            finally:
+                writer.close()
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"rank {rank} still answers with a banner {timeout} s after host-down")
 
 
 async def _ok(fleet: Fleet, cmd_for, ranks=None, timeout: float = 120) -> None:  # type: ignore[no-untyped-def]

@@ -25,7 +25,6 @@ import getpass
 import hashlib
 import json
 import os
-import random
 import secrets
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import asyncssh
 
 from cockpit import constants
 from cockpit.sim import layout
+from cockpit.sim.demo_addresses import BLOCK_KEY, block_ips, claim_block, release_block
 from cockpit.sim.procs import alive, terminate
 from cockpit.sim.size import DEFAULT_HOSTS, check_host_count
 
@@ -224,10 +224,10 @@ def generate_keys(cluster_dir: Path, n: int, manifest: Manifest) -> None:
             path.chmod(0o600)
 
 
-def demo_fabric_ips(n: int) -> list[str]:
-    """Each demo host owns one 127.x address (all of 127/8 is loopback on Linux)."""
-    a, b = random.randint(40, 250), random.randint(1, 250)
-    return [f"127.{a}.{b}.{10 + r}" for r in range(n)]
+def holds_block(cluster_dir: Path, block: str) -> bool:
+    """Whether the demo cluster in `cluster_dir` is up and was given `block` (demo_addresses)."""
+    m = Manifest.load(cluster_dir)
+    return m is not None and m.kind == "demo" and m.state == "up" and m.extra.get(BLOCK_KEY) == block
 
 
 def prepare_hosts(cluster_dir: Path, specs: list[layout.HostSpec], demo: bool, manifest: Manifest):
@@ -382,7 +382,13 @@ def demo_up(cluster_dir: Path, *, n: int = DEFAULT_HOSTS, speed: float = DEMO_SP
         raise SimError(f"a simulated cluster is already running from {cluster_dir}; "
                        f"`r37-cockpit sim down --dir {cluster_dir}` stops it")
     manifest = start_manifest(cluster_dir, "demo", claim_dir(cluster_dir))
-    ips = demo_fabric_ips(n)
+    try:
+        block = claim_block(cluster_dir, holds_block)
+    except RuntimeError as exc:
+        raise SimError(str(exc)) from None
+    manifest.extra[BLOCK_KEY] = block
+    manifest.save(cluster_dir)
+    ips = block_ips(block, n)
     specs = [layout.HostSpec(rank=r, nranks=n, hostname=f"spark-{r}", mode="demo", fabric_ip=ips[r],
                              peers=ips, api_bind=ips[r], speed=speed, python=sys.executable,
                              hub_dir=str(cluster_dir / "hub"),
@@ -458,6 +464,8 @@ def down(cluster_dir: Path) -> list[str]:
     manifest.pids = []
     manifest.state = "down"
     manifest.save(cluster_dir)        # kept: it says which files here are the sim's for the next `sim up`
+    if isinstance(block := manifest.extra.get(BLOCK_KEY), str):
+        release_block(cluster_dir, block)
     return stopped
 
 

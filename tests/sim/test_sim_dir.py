@@ -14,6 +14,7 @@ from simcluster import TEST_SPEED
 from cockpit.config import load_config
 from cockpit.sim import cluster
 from cockpit.sim.cluster import MANIFEST, DirInUse, Manifest, demo_up, down
+from cockpit.sim.demo_addresses import BLOCK_KEY, claims_dir
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -96,9 +97,13 @@ def test_up_down_up_on_its_own_dir_and_an_edited_config_is_kept(tmp_path: Path) 
         assert m.files["cluster.toml"] == cluster.sha256_file(toml) and m.files["demo.log"] is None
         assert "notes.txt" not in m.files and set(m.dirs) == {"hostkeys", "bin", "hub", "hosts"}
         assert oct((d / "id_ed25519").stat().st_mode & 0o777) == "0o600"
+        block = m.extra[BLOCK_KEY]               # its own 127.A.B block, claimed for it on this machine
+        assert (claims_dir() / block).read_text() == str(d.resolve())
+        assert all(h.fabric_ip.startswith(block + ".") for h in load_config(toml).hosts)
     finally:
         stopped = down(d)
     assert not [s for s in stopped if s.startswith("kept ")]
+    assert not (claims_dir() / block).exists()           # released with the cluster
     assert not (d / "cluster.toml").exists() and not (d / "demo-ready.json").exists()
     assert (d / "notes.txt").read_text() == "the operator's notes"
     assert (d / "known_hosts").exists() and (d / "hosts").is_dir()    # kept for the next `sim up`
