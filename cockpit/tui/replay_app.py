@@ -68,7 +68,7 @@ class ReplayLaunchPane(LaunchPane):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return False                    # every action of the pane reads or changes a host
 
-    def _commands_text(self) -> Text:
+    def _commands_text(self, now: float) -> Text:
         return Text(LAUNCH_NOT_RECORDED, style="muted")
 
     def _stacks_hint(self) -> str:

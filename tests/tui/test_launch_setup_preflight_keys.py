@@ -78,6 +78,30 @@ async def test_launch_placeholder_and_notice_show_a_remapped_key(fixed_config) -
         assert "run the dry run first (D)" in shown(app, "#launch-notice")
 
 
+async def test_a_dry_run_shown_carries_its_age(fixed_config) -> None:
+    """A dry run is what the hosts said when it ran: its lines say how long ago, and which key reads them
+    again (a failed dry run stayed on screen, undated, after setup had fixed its cause)."""
+    from cockpit.recipe import launch as L
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=SIZE) as pilot:
+        app.set_keymap({"launch.dry_run": "D"})
+        await pilot.press("4")
+        await pilot.pause()
+        pane = app.query_one(LaunchPane)
+        now = [1_000.0]
+        pane.clock = lambda: now[0]
+        runs = {r: L.DryRun(r, "dry", "launch", r != 2, "ok" if r != 2 else "", "" if r != 2 else "no image")
+                for r in fixed_config.ranks}
+        pane.show_dry_run(runs, [])
+        assert shown(app, "#launch-commands").startswith("dry run 0 s ago (D runs it again)")
+        now[0] += 300
+        pane.refresh_view()
+        commands = shown(app, "#launch-commands")
+        assert commands.startswith("dry run 5 min ago (D runs it again)"), commands
+        assert "dry run FAILED: no image" in commands
+
+
 async def test_read_only_hints_leave_out_what_is_refused(fixed_config) -> None:
     app = CockpitApp(fixed_config, connect=False, read_only=True)
     async with app.run_test(size=SIZE) as pilot:

@@ -20,6 +20,7 @@ from cockpit.remedy import cockpit_remedy
 from cockpit.safetext import neutralise, neutralise_block, safe
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.pane import Pane
+from cockpit.tui.widgets.age import span
 
 STATE_STYLE = {
     HostState.CONNECTED: "ok",
@@ -60,13 +61,6 @@ def wait_for_enter(status: int, stdin: TextIO | None, out: TextIO | None) -> Non
         stdin.readline()
     except (OSError, EOFError, KeyboardInterrupt, ValueError):
         return
-
-
-def _age(since: float, now: float) -> str:
-    secs = max(0, int(now - since))
-    if secs < 120:
-        return f"{secs}s"
-    return f"{secs // 60}m" if secs < 7200 else f"{secs // 3600}h"
 
 
 class HostsPane(Pane):
@@ -114,7 +108,7 @@ class HostsPane(Pane):
     def _cells(self, s: HostStatus) -> list[Text | str]:
         state = s.state.value
         if s.state is not HostState.CONNECTED and self.show_ages:
-            state += f" ({_age(s.since, time.time())})"
+            state += f" ({span(time.time() - s.since, compact=True)})"
         fp = neutralise((s.fingerprint or "-").removeprefix("SHA256:"))
         err = neutralise((s.error or "").splitlines()[0][:60]) if s.error else ""
         return [str(s.rank), Text(safe(s.hostname or "-", 200)), Text(safe(s.target, 200)),

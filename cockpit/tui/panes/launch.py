@@ -48,6 +48,7 @@ from cockpit.tui.dialogs import ConfirmCommands, ConfirmResult, DrainDialog
 from cockpit.tui.keys import key_for
 from cockpit.tui.messages import DryRunDone, GateChecked, LaunchNotice, StopPlanned
 from cockpit.tui.pane import Pane
+from cockpit.tui.widgets.age import span
 from cockpit.tui.widgets.live import LiveStatic
 from cockpit.tui.widgets.stuck_view import StuckView
 from cockpit.tui.widgets.timeline import TimelineView
@@ -93,6 +94,7 @@ class LaunchPane(Pane):
         super().__init__(ctx, id=id, classes=classes)
         self.cfg = ctx.config
         self.dry: dict[int, L.DryRun] = {}
+        self.dry_at = 0.0                 # when the dry run shown was read (the pane's clock)
         self.gate: L.Gate | None = None
         self.clock: Callable[[], float] = time.time
         self._shown_failure: Failure | None = None
@@ -149,7 +151,7 @@ class LaunchPane(Pane):
         todo = self.query_one("#launch-todo", LiveStatic)
         todo.display = bool(v.remedy and v.state not in ("ready", "launching", "idle"))
         todo.update(Text(f"what to do: {self._fix(v.remedy)}", style="warn") if todo.display else "")
-        self.query_one("#launch-commands", LiveStatic).update(self._commands_text())
+        self.query_one("#launch-commands", LiveStatic).update(self._commands_text(now))
         targets = {r: self.ctx.config.host(r).ssh for r in self.cfg.ranks}
         self.query_one(TimelineView).show(self.timeline, now, targets, compact=self.short)
         self._show_stuck(now)
@@ -173,16 +175,19 @@ class LaunchPane(Pane):
         """A remedy whose quoted cockpit commands carry this cockpit's --config when it is not the default."""
         return cockpit_remedy(text, self.ctx.config_path)
 
-    def _commands_text(self) -> Text:
-        """Before a dry run: the keys and what each does. After: each rank's launch command and what its
-        dry run printed (short pane: one line per rank, cut at the width), then the gate's refusals."""
+    def _commands_text(self, now: float) -> Text:
+        """Before a dry run: the keys and what each does. After: how old the dry run is, each rank's
+        launch command and what its dry run printed (short pane: one line per rank, cut at the width),
+        then the gate's refusals."""
         order = " → ".join(str(r) for r in L.launch_order(self.cfg.ranks))
         if not self.dry:
             return self.key_hints(labels={
                 "dry_run": "dry-run every rank (the exact command each host will run)",
                 "launch": f"launch ranks {order}", "relaunch": "relaunch over stopped containers",
                 "stop": "stop (head first)", "status": "look again"})
-        text = Text()
+        key = self.key_for("dry_run")
+        text = Text(f"dry run {span(now - self.dry_at)} ago", style="muted")
+        text.append(f" ({key} runs it again)\n" if key else "\n", style="muted")
         for rank in L.launch_order(self.dry):
             d = self.dry[rank]
             line = Text()
@@ -242,11 +247,11 @@ class LaunchPane(Pane):
         self.refresh_view()
 
     def show_dry_run(self, runs: dict[int, L.DryRun], blockers: list[L.Blocker]) -> None:
-        self.dry, self.gate = runs, L.Gate(blockers, [], [])
+        self.dry, self.gate, self.dry_at = runs, L.Gate(blockers, [], []), self.clock()
         self.refresh_view()
 
     def on_dry_run_done(self, message: DryRunDone) -> None:
-        self.dry, self.gate = message.runs, message.gate
+        self.dry, self.gate, self.dry_at = message.runs, message.gate, self.clock()
         self.refresh_view()
 
     def on_launch_notice(self, message: LaunchNotice) -> None:

@@ -25,6 +25,7 @@ from cockpit.telemetry.cluster_stats import (
 )
 from cockpit.telemetry.gpu_events import BAD_REASONS, reason_label, reasons_of
 from cockpit.telemetry.rdma import ALERTING, PortStats
+from cockpit.tui.widgets.age import span
 from cockpit.tui.widgets.grid import Column, grid
 from cockpit.tui.widgets.sparkline import sparkline
 
@@ -83,14 +84,6 @@ def pct(ratio: float | None) -> str:
 
 def ms(seconds: float | None) -> str:
     return UNKNOWN if seconds is None else f"{seconds * 1000:.0f}"
-
-
-def span(seconds: float) -> str:
-    """ "14 s", "5 min", "3 h": coarser as it grows (the text changes at most once a second)."""
-    secs = max(0, int(seconds))
-    if secs < 120:
-        return f"{secs} s"
-    return f"{secs // 60} min" if secs < 7200 else f"{secs // 3600} h"
 
 
 def age_text(s: RankStats, interval_s: float, now: float, compact: bool = False) -> tuple[str, bool]:

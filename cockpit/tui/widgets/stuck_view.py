@@ -12,15 +12,14 @@ from rich.text import Text
 
 from cockpit.recipe.stuck import RankEvidence, StuckReport
 from cockpit.safetext import safe
+from cockpit.tui.widgets.age import span
 from cockpit.tui.widgets.live import LiveStatic
 
 STATE_STYLE = {"odd": "fail", "none-differs": "warn", "unknown": "muted"}
 
 
 def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    return "?" if seconds is None else span(seconds)
 
 
 def _rank_line(e: RankEvidence, odd: bool, width: int, compact: bool) -> Text:
