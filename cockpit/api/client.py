@@ -28,7 +28,7 @@ import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, Self, cast
+from typing import Any, Literal, Self, cast
 from urllib.parse import urlsplit
 
 from cockpit.api import rawstream, sse
@@ -75,6 +75,26 @@ MAX_EVENT_BYTES = sse.MAX_EVENT_BYTES
 """The largest single event of a streamed answer (1 MiB); the whole answer's text is bounded by
 :data:`~cockpit.api.stream.MAX_ANSWER_CHARS`."""
 _HEADERS = {"User-Agent": "r37-cockpit"}
+
+Via = Literal["tunnel", "gateway", "direct"]
+"""How a client reaches its server, which decides what it sends beyond the request:
+
+- ``tunnel``: the cockpit's own SSH tunnel to rank 0's engine. ``/health``, ``/v1/models`` and
+  ``/metrics`` ask with ``?r37-cockpit=probe`` (:data:`~cockpit.constants.PROBE_QUERY`), so the
+  engine's access log tells the cockpit's looks from an operator's requests; ``OPENAI_API_KEY`` is
+  never sent (the engine behind the tunnel was launched without one).
+- ``gateway``: a server the operator named (``--api-url``): plain paths, and ``OPENAI_API_KEY`` from
+  the environment when no key was given.
+- ``direct``: a URL a program chose itself (a benchmark's or a test's engine): plain paths, no key
+  from the environment.
+"""
+_VIA: dict[str, tuple[bool, bool]] = {      # per way: (a key from the environment, probes marked)
+    "tunnel": (False, True), "gateway": (True, False), "direct": (False, False)}
+
+
+def via(api_url: str | None) -> Via:
+    """The way to the engine of a cockpit that was (or was not) given ``--api-url``."""
+    return "tunnel" if api_url is None else "gateway"
 
 
 @functools.cache
@@ -171,9 +191,8 @@ class ApiClient:
     ``deadlines`` (also per request) bound every chat request (see the module text); without them only
     the read timeout (a single read that waits ``read_timeout`` s) ends a silent answer.
     ``health_timeout`` is the total deadline of ``/health``, ``/v1/models`` and ``/metrics``.
-    ``mark_probes``: those three ask with ``?r37-cockpit=probe`` (:data:`~cockpit.constants.PROBE_QUERY`),
-    so the engine's access log tells the cockpit's own looks from an operator's requests (through the
-    tunnel only: a gateway is left its plain paths).
+    ``via``: how the server is reached (:data:`Via`): whether those three are marked as the cockpit's
+    probes and whether ``OPENAI_API_KEY`` may be sent.
     """
 
     def __init__(
@@ -187,9 +206,9 @@ class ApiClient:
         stream_interval: float = STREAM_INTERVAL,
         deadlines: StreamDeadlines | None = None,
         api_key: ApiKey | str | None = None,
-        env_key: bool = False,
-        mark_probes: bool = False,
+        via: Via = "direct",
     ) -> None:
+        env_key, mark_probes = _VIA[via]
         # credentials in the URL go into the Authorization header only: base_url is what messages show
         self.base_url, creds = split_credentials(base_url.rstrip("/"))
         self._key = _choose_key(api_key, creds, env_key)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Literal
 
 from cockpit.api.apikey import ApiKey
-from cockpit.api.client import STREAM_INTERVAL, ApiClient
+from cockpit.api.client import STREAM_INTERVAL, ApiClient, via
 from cockpit.api.readiness import look
 from cockpit.api.smoke import SmokeStep, run_smoke
 from cockpit.api.status import ApiStatus
@@ -111,8 +111,7 @@ class ApiEndpoint:
                 self._client = ApiClient(url, health_timeout=self.health_timeout,
                                          connect_timeout=self.health_timeout, read_timeout=self.read_timeout,
                                          stream_interval=self.stream_interval, deadlines=self.deadlines,
-                                         api_key=self._api_key, env_key=self.api_url is not None,
-                                         mark_probes=self.api_url is None)
+                                         api_key=self._api_key, via=via(self.api_url))
             return self._client
 
     async def check(self) -> ApiStatus:

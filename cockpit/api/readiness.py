@@ -61,7 +61,7 @@ async def probe(url: str, model: str, timeout: float = 5.0, *, api_key: ApiKey |
     if client is not None:
         return await _probe_with(client, url, model, gateway)
     async with ApiClient(url, connect_timeout=timeout, read_timeout=timeout, health_timeout=timeout,
-                         api_key=api_key, env_key=gateway, mark_probes=not gateway) as api:
+                         api_key=api_key, via="gateway" if gateway else "tunnel") as api:
         return await _probe_with(api, url, model, gateway)
 
 

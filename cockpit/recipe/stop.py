@@ -102,7 +102,7 @@ async def read_in_flight(fleet: Fleet, cfg: ClusterConfig, *, timeout: float = 5
         if not ready.ready or not ready.url:
             return InFlight(error=f"rank 0's API does not answer ({neutralise(ready.message)})")
         async with ApiClient(ready.url, connect_timeout=timeout, read_timeout=timeout,
-                             mark_probes=True) as client:
+                             via="tunnel") as client:
             sample = await read_sample(client, timeout)
     except Exception as exc:   # an unreadable /metrics never blocks a stop
         return InFlight(error=f"/metrics could not be read: {neutralise(str(exc)) or type(exc).__name__}")

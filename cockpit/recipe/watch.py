@@ -20,7 +20,7 @@ from functools import partial
 
 from cockpit import constants
 from cockpit.api import readiness
-from cockpit.api.client import ApiClient
+from cockpit.api.client import ApiClient, via
 from cockpit.api.liveness import EngineSample, HangTracker, parse_sample, read_metrics_text
 from cockpit.api.status import ApiStatus
 from cockpit.config import ClusterConfig
@@ -564,8 +564,7 @@ class ClusterWatcher:
         changed) gets a new client; the old one is closed in the background."""
         if self._client is None or self._client.base_url != url.rstrip("/"):
             old, self._client = self._client, ApiClient(url, connect_timeout=5, read_timeout=5,
-                                                        env_key=self.api_url is not None,
-                                                        mark_probes=self.api_url is None)
+                                                        via=via(self.api_url))
             if old is not None:
                 self._closing.add(task := asyncio.create_task(old.aclose()))
                 task.add_done_callback(self._closing.discard)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -69,12 +70,12 @@ def test_which_key_a_client_sends(monkeypatch: pytest.MonkeyPatch) -> None:
         return client._http.headers.get("Authorization")
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    assert auth(ApiClient("http://h:1", env_key=True)) == "Bearer sk-from-env"     # a gateway
+    assert auth(ApiClient("http://h:1", via="gateway")) == "Bearer sk-from-env"     # a gateway
     assert auth(ApiClient("http://h:1")) is None              # our own engine never gets the operator's key
     assert auth(ApiClient("http://h:1", api_key=KEY)) == f"Bearer {KEY}"
-    assert auth(ApiClient("http://u:p@h:1", env_key=True)).startswith("Basic ")  # the URL's credentials
+    assert auth(ApiClient("http://u:p@h:1", via="gateway")).startswith("Basic ")  # the URL's credentials
     assert auth(ApiClient("http://u:p@h:1", api_key=KEY)) == f"Bearer {KEY}"  # the key given wins
-    assert auth(ApiClient("http://h:1", env_key=False)) is None
+    assert auth(ApiClient("http://h:1", via="tunnel")) is None
     monkeypatch.delenv("OPENAI_API_KEY")
     client = ApiClient("http://h:1", api_key=KEY)
     assert auth(ApiClient("http://h:1")) is None and KEY not in repr(client) and client.has_key
@@ -220,7 +221,7 @@ async def server():  # type: ignore[no-untyped-def]
 
 async def test_readiness_with_and_without_health(server) -> None:  # type: ignore[no-untyped-def]
     app, url, hits = server
-    async with ApiClient(url, env_key=False) as client:
+    async with ApiClient(url) as client:
         status = await look(client)
         assert status.ok and hits == ["health"]          # vLLM: /health only, as before
         app["health"] = 404
@@ -235,3 +236,24 @@ async def test_readiness_with_and_without_health(server) -> None:  # type: ignor
     assert probed.ok and "no /health" in probed.message
     app["health"] = 200
     assert (await probe(url, SERVED_MODEL)).message == f"ready: /health 200, /v1/models lists {SERVED_MODEL}"
+
+
+async def test_only_the_tunnel_marks_its_probes(tmp_path: Path) -> None:
+    """The way to the server decides what a client adds: through the cockpit's tunnel its /health,
+    /v1/models and /metrics say they are probes (the Logs pane drops their access lines); a gateway the
+    operator named, and a program's own URL, get the plain paths."""
+    from cockpit.constants import PROBE_QUERY
+    from cockpit.sim.engine.spawn import ready_engine
+
+    log = tmp_path / "engine.log"
+    with ready_engine(log) as url:
+        for way in ("tunnel", "gateway", "direct"):
+            async with ApiClient(url, via=way) as client:
+                await client.health()
+                await client.models()
+                await client.metrics_text()
+    text = log.read_text()                       # the engine has ended: every line is written
+    gets = [line.split('"GET ')[1].split()[0] for line in text.splitlines() if '"GET ' in line]
+    probes = [g for g in gets if g.endswith("?" + PROBE_QUERY)]
+    assert probes == [f"/health?{PROBE_QUERY}", f"/v1/models?{PROBE_QUERY}", f"/metrics?{PROBE_QUERY}"], gets
+    assert gets[-6:] == ["/health", "/v1/models", "/metrics"] * 2

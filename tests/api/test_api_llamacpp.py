@@ -53,7 +53,7 @@ async def models_url() -> AsyncIterator[tuple[dict[str, object], str]]:
 
 async def test_the_context_length_is_llamacpp_meta_n_ctx(models_url: tuple[dict[str, object], str]) -> None:
     answer, url = models_url
-    async with ApiClient(url, env_key=False) as client:
+    async with ApiClient(url) as client:
         (model,) = await client.models()
         assert model.id == "tiny-llama" and model.owned_by == "llamacpp" and model.max_model_len == 4096
         both = json.loads(json.dumps(LLAMA_MODELS))

@@ -154,7 +154,7 @@ def test_probe_lines_marked_alike(real_vllm: VllmServer, sim_url: tuple[str, Pat
         assert ready.ready, ready
 
         async def metrics(base: str = url) -> None:
-            async with ApiClient(base, mark_probes=True, health_timeout=30) as client:
+            async with ApiClient(base, via="tunnel", health_timeout=30) as client:
                 await client.metrics_text()
 
         asyncio.run(metrics())
