@@ -35,6 +35,7 @@ from cockpit.api.liveness import read_sample
 from cockpit.api.readiness import api_url_via_tunnel
 from cockpit.api.stream import StreamDeadlines
 from cockpit.config import load_config
+from cockpit.constants import PROBE_QUERY
 from cockpit.hosts import Fleet
 
 pytestmark = pytest.mark.xdist_group("real_vllm")   # one worker (conftest.py)
@@ -69,11 +70,14 @@ class RealCluster:
         raise AssertionError("rank 0 has no running container")
 
     def metrics_reads(self) -> int:
-        """How many `GET /metrics` rank 0's running container has logged (vLLM's access log)."""
+        """How many of the cockpit's own `GET /metrics` (marked as its probes) rank 0's running container
+        has logged (vLLM's access log). The test's reads are not counted: their lines reach the log
+        late, and one counted after the test took its count ended the wait before `stop` had read."""
+        mark = f"GET /metrics?{PROBE_QUERY} ".encode()
         for cdir in (self.dir / "hosts" / "rank-0" / "docker" / "containers").iterdir():
             state = json.loads((cdir / "state.json").read_text())
             if state.get("Running"):
-                return sum(log.read_bytes().count(b"GET /metrics") for log in cdir.glob("*-json.log"))
+                return sum(log.read_bytes().count(mark) for log in cdir.glob("*-json.log"))
         raise AssertionError("rank 0 has no running container")
 
     def engine_core_pid(self) -> int:
