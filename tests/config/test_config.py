@@ -23,6 +23,7 @@ from cockpit.config import (
     parse_config,
     toml_value,
 )
+from cockpit.config.validators import SYSTEM_ROOTS, normal_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -371,6 +372,7 @@ def _under(top: str) -> st.SearchStrategy[str]:
 
 _rel_dirs = st.lists(_component, min_size=1, max_size=3).map("/".join).filter(
     lambda p: not p.startswith(("-", "~")))
+_recipe_dirs = _rel_dirs | abs_paths.filter(lambda p: normal_path(p) not in SYSTEM_ROOTS)  # not /run, /usr …
 _ifaces = st.text(string.ascii_letters + string.digits + "._-@", min_size=1, max_size=15).filter(
     lambda s: s not in (".", "..") and not s.startswith("-"))
 _hcas = st.lists(st.from_regex(r"[A-Za-z0-9_]{1,20}", fullmatch=True), min_size=1, max_size=3, unique=True)
@@ -391,7 +393,7 @@ def cluster_configs(draw: st.DrawFn) -> ClusterConfig:
             port=draw(st.none() | st.integers(1, 65535)), fabric_ip=ips[i], fabric_iface=draw(_ifaces),
             ib_hca=draw(_hcas), gid_index=draw(st.integers(0, 255)),
             model_path=draw(st.none() | _under("m")), engram_path=draw(st.none() | _under("e")),
-            cache_path=draw(st.none() | _under("c")), recipe_dir=draw(st.none() | _rel_dirs | abs_paths)))
+            cache_path=draw(st.none() | _under("c")), recipe_dir=draw(st.none() | _recipe_dirs)))
     api, coord = draw(st.lists(st.integers(1, 65535), min_size=2, max_size=2, unique=True))
     data = {
         "cluster": {"name": draw(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9 _.-]{0,20}", fullmatch=True)),
@@ -410,7 +412,7 @@ def cluster_configs(draw: st.DrawFn) -> ClusterConfig:
                     "local_engram_edges": draw(st.booleans())},
         "paths": {"engram": draw(_under("e")), "cache": draw(_under("c")),
 
-                  "recipe_dir": draw(_rel_dirs | abs_paths)},
+                  "recipe_dir": draw(_recipe_dirs)},
         "ui": {"theme": draw(st.none() | st.sampled_from(["textual-dark", "r37_amber"])),
                "keymap": draw(st.dictionaries(st.from_regex(r"[a-z][a-z0-9_.-]{0,10}", fullmatch=True),
                                               st.sampled_from(["ctrl+q", "f1,question_mark", "j"]),
