@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 
 from cockpit.api import ChatSession, ChatSettings, ContentDelta, Finished, ReasoningDelta
 from cockpit.api.endpoint import ApiEndpoint
@@ -208,8 +209,12 @@ async def test_pane_streams_stops_and_runs_the_smoke_test(rank0: Rank0Engine, de
         await pilot.press("ctrl+t")  # thinking off: the answer starts at once
         assert not pane.session.settings.thinking
         # 25 000 tokens planned by the simulated engine: still streaming whenever the Esc lands (loaded box)
+        assert "not open yet" in str(pane.query_one("#chat-status", Static).render())
         pane.send("Write a 20000-word essay about the ocean.")
         await _until(pilot, lambda: pane._turn is not None and pane._turn.content_text, 20)
+        # the answer comes through the tunnel: the API line says so (it said "not open yet" while it streamed)
+        api_line = str(pane.query_one("#chat-status", Static).render())
+        assert re.search(r"http://127\.0\.0\.1:\d+ → rank 0's 127\.0\.0\.1:\d+ over SSH", api_line), api_line
         # usage on every chunk (continuous_usage_stats): tokens and tok/s move while it streams
         # (a loaded machine can deliver the first chunks in one read: wait for tokens after the first)
         await _until(pilot, lambda: pane._turn is not None and pane._turn.stats is not None

@@ -442,6 +442,7 @@ class ChatPane(Pane):
             except EndpointDown as exc:
                 self.feed(StreamError(exc.status.message, "unreachable", exc.status.remedy))
                 return
+            self._show_status()     # the tunnel is open now (or on another port): the API line says where
             async with client.chat_stream(request) as stream:
                 self._live = stream
                 async for event in stream:
