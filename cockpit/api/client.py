@@ -92,7 +92,7 @@ _VIA: dict[str, tuple[bool, bool]] = {      # per way: (a key from the environme
     "tunnel": (False, True), "gateway": (True, False), "direct": (False, False)}
 
 
-def via(api_url: str | None) -> Via:
+def via(api_url: str | None) -> Literal["tunnel", "gateway"]:
     """The way to the engine of a cockpit that was (or was not) given ``--api-url``."""
     return "tunnel" if api_url is None else "gateway"
 

@@ -68,7 +68,7 @@ class ApiEndpoint:
 
     @property
     def via(self) -> Literal["tunnel", "gateway"]:
-        return "gateway" if self.api_url else "tunnel"
+        return via(self.api_url)
 
     def describe(self) -> str:
         """Where requests go, for a status line."""
