@@ -344,6 +344,9 @@ class SimHost:
         self.port = self._front.sockets[0].getsockname()[1]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # the switch as it is now, not as of the last poll: a connection made once `sim fault host-down`
+        # returned is never answered (the poll is for connections already open)
+        self.set_down(layout.fault_active(self.root, "host-down"))
         if self.down:  # a host that is down never answers: hold the socket silently
             self._links.add((writer, None))
             with contextlib.suppress(Exception):

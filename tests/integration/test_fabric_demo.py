@@ -141,7 +141,6 @@ def test_a_host_that_is_down_is_named_before_anything_runs(demo_cluster: SimClus
     before = set(perftest_processes(demo_cluster))     # a server of an earlier test may still be ending
     demo_cluster.fault(3, "host-down")
     try:
-        demo_cluster.wait_silent(3)
         res = fabric(demo_cluster, "--json")
     finally:
         demo_cluster.fault(3, "host-down", on=False)

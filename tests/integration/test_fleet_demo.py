@@ -138,6 +138,19 @@ def test_sim_up_hosts_down_leaves_nothing(tmp_path) -> None:
     assert again.returncode == 1 and "no simulated cluster" in again.stderr
 
 
+def test_the_host_down_switch_holds_for_the_next_connection(demo_cluster) -> None:
+    """A connection made once the switch is set is never answered, and one made once it is cleared is:
+    before, the demo host read its switch every 0.3 s, so a command run at once still reached the host."""
+    for _ in range(5):
+        demo_cluster.fault(2, "host-down")
+        try:
+            silent = not demo_cluster.answers(2, wait=1.0)
+        finally:
+            demo_cluster.fault(2, "host-down", on=False)
+        assert silent, "rank 2 answered a connection made after host-down was set"
+        assert demo_cluster.answers(2), "rank 2 stayed silent after host-down was cleared"
+
+
 def test_hosts_exit_nonzero_when_a_host_is_down(demo_cluster) -> None:
     demo_cluster.fault(1, "host-down")
     try:

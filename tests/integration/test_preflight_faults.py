@@ -53,8 +53,6 @@ async def test_fault_fails_the_right_check_on_the_right_rank(cluster: SimCluster
     try:
         if fault == "wrong-image-id":
             await _reload_image(cluster, rank)
-        if fault == "host-down":
-            await cluster.silenced(rank)
         final = await run(cluster.config, connect_timeout=4 if fault == "host-down" else None)
     finally:
         set_fault(cluster.root(rank), fault, False)

@@ -123,7 +123,6 @@ def test_unknown_checks_exit_1_with_their_code(cluster: SimCluster) -> None:
     `preflight` exited 0."""
     set_fault(cluster.root(2), "host-down", True)
     try:
-        cluster.wait_silent(2)
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(2) as pool:     # both wait out the connect timeout: at the same time
             doc_f = pool.submit(cli, cluster, "preflight", "--only", "arch,gpu", "--rank", "2", "--json")
