@@ -132,6 +132,40 @@ async def test_chat_hints_and_messages_show_remapped_keys(fixed_config) -> None:
         pane._streaming = False
 
 
+async def test_chat_esc_leaves_the_input_when_nothing_runs_and_i_types_again(fixed_config) -> None:  # type: ignore[no-untyped-def]
+    """Typing keeps every key (pane digits too); Esc with nothing to stop gives the keys to the transcript,
+    where the app's keys work again; `i`, or showing the pane again, types again (`i` is a letter while
+    typing)."""
+    from textual.widgets import Input, TabbedContent
+
+    from cockpit.tui.widgets.transcript import Transcript
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.action_show_pane("chat")
+        await pilot.pause()
+        pane = app.query_one(ChatPane)
+        field = pane.query_one("#chat-input", Input)
+        assert field.has_focus
+        tabs = app.query_one(TabbedContent)
+        await pilot.press("i", "2")
+        assert field.value == "i2" and tabs.active == "chat", "typing keeps every key"
+        assert "esc stop/leave input · i type" in pane.query_one("#chat-keys", StatusLine).text.plain
+        await pilot.press("escape")
+        assert isinstance(app.focused, Transcript), app.focused
+        assert field.value == "i2", "leaving the input keeps what was typed"
+        await pilot.press("1")              # a pane key again
+        await pilot.pause()
+        assert tabs.active != "chat"
+        app.action_show_pane("chat")
+        await pilot.pause()
+        assert field.has_focus, "shown again, the pane types at once"
+        await pilot.press("escape")
+        assert isinstance(app.focused, Transcript)
+        await pilot.press("i")
+        assert field.has_focus and field.value == "i2"
+
+
 async def test_a_smoke_test_that_fails_with_an_error_ends_its_turn(fixed_config, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The worker's error is the app's to show (notification, the pane's error line); the turn says
     FAILED instead of "running…" forever, and the app keeps running (the worker runs with

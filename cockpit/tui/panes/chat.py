@@ -91,8 +91,9 @@ STATE_LOOK = {  # the API's state → (mark, role)
     "unauthorized": ("✗", "fail"),
 }
 UNKNOWN_LOOK = ("?", "unknown")
-HINT_LABELS = {"stop": "stop", "toggle_thinking": "thinking", "cycle_effort": "effort",
-               "fold_reasoning": "fold thinking", "toggle_markdown": "markdown", "copy_answer": "copy",
+HINT_LABELS = {"stop": "stop/leave input", "type": "type", "toggle_thinking": "thinking",
+               "cycle_effort": "effort", "fold_reasoning": "fold thinking", "toggle_markdown": "markdown",
+               "copy_answer": "copy",
                "smoke": "smoke test", "clear": "clear", "prefill('/save ')": "save",
                "prefill('/load ')": "load"}
 
@@ -104,11 +105,12 @@ class ChatPane(Pane):
     HEADLESS = "r37-cockpit smoke"
 
     FOCUS = "#chat-input"  # shown → typing goes to the message line (digits too, not pane keys)
-    HINTS = ("stop", "toggle_thinking", "cycle_effort", "fold_reasoning", "toggle_markdown", "copy_answer",
-             "smoke", "clear", "prefill('/save ')", "prefill('/load ')")
+    HINTS = ("stop", "type", "toggle_thinking", "cycle_effort", "fold_reasoning", "toggle_markdown",
+             "copy_answer", "smoke", "clear", "prefill('/save ')", "prefill('/load ')")
 
     BINDINGS = [
         Binding("escape", "stop", "Stop", id="chat.stop"),
+        Binding("i", "type", "Type", id="chat.type"),
         Binding("ctrl+t", "toggle_thinking", "Thinking", id="chat.thinking"),
         Binding("ctrl+r", "cycle_effort", "Effort", id="chat.effort"),
         Binding("ctrl+f", "fold_reasoning", "Fold thinking", id="chat.fold"),
@@ -469,12 +471,21 @@ class ChatPane(Pane):
             self._live = None
 
     def action_stop(self) -> None:
-        """Cancel the running stream; closing the response makes the engine abort the request."""
+        """Cancel the running stream (closing the response makes the engine abort the request) or smoke
+        test; with nothing running, leave the message line for the transcript, where the app's and the
+        pane's one-letter keys work and the arrows scroll (`i` types again)."""
+        running = self._streaming or (self._smoke is not None and not self._smoke.done)
         if self._streaming:
             self.workers.cancel_group(self, "chat-stream")
         if self._smoke is not None and not self._smoke.done:
             self.workers.cancel_group(self, "chat-smoke")
             self._smoke.finish(False, "stopped by the operator")
+        if not running and self.query_one("#chat-input", Input).has_focus:
+            self.log_view.focus()
+
+    def action_type(self) -> None:
+        """Back to the message line."""
+        self.query_one("#chat-input", Input).focus()
 
     # smoke test ---------------------------------------------------------------------------------------
 
