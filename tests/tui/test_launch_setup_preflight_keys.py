@@ -102,6 +102,28 @@ async def test_a_dry_run_shown_carries_its_age(fixed_config) -> None:
         assert "dry run FAILED: no image" in commands
 
 
+async def test_the_timeline_names_each_host_as_it_names_itself(fixed_config) -> None:
+    """The host column shows the name a host gave itself once it has (every demo host's SSH target is
+    127.0.0.1, so the column read 127.0.0.1 four times), else the SSH target; a hostile name is inert."""
+    from dataclasses import replace
+
+    app = CockpitApp(fixed_config, connect=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        pane = app.query_one(LaunchPane)
+        rows = lambda: shown(app, "TimelineView").splitlines()  # noqa: E731
+        assert rows()[2].split()[:2] == ["1", "spark-1"], rows()
+        for rank, name in ((1, "gb10-b"), (2, "x\x1b]0;t\x07")):
+            host = app.ctx.fleet[rank]
+            host.status = replace(host.status, hostname=name)
+            pane.host_changed(host.status)
+        await pilot.pause()
+        text = shown(app, "TimelineView")
+        assert rows()[1].split()[:2] == ["0", "spark-0"] and rows()[2].split()[:2] == ["1", "gb10-b"], rows()
+        assert rows()[3].split()[1].startswith("x␛]0;t") and "\x1b" not in text and "\x07" not in text
+
+
 async def test_read_only_hints_leave_out_what_is_refused(fixed_config) -> None:
     app = CockpitApp(fixed_config, connect=False, read_only=True)
     async with app.run_test(size=SIZE) as pilot:
