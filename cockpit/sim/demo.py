@@ -424,11 +424,21 @@ async def serve(cluster_dir: Path) -> None:
         await h.close()
 
 
+def _hang_ups_reach_commands() -> None:
+    """Started with SIGHUP ignored (`nohup`, some CI runners), which every child inherits, the hosts'
+    commands outlived their clients. The server keeps ignoring hang-ups, with a handler that does
+    nothing: unlike SIG_IGN a handler is reset to the default in a child that execs, so commands get
+    the hang-up as sshd's children do."""
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, lambda _sig, _frame: None)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     if len(args) != 1:
         print("usage: python -m cockpit.sim.demo CLUSTER_DIR", file=sys.stderr)
         return 2
+    _hang_ups_reach_commands()
     asyncio.run(serve(Path(args[0])))
     return 0
 
