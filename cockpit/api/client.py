@@ -47,7 +47,7 @@ from cockpit.api.errors import (
 )
 from cockpit.api.httplib import httpx
 from cockpit.api.sse import SseDecoder, SseError, SseTooLarge
-from cockpit.api.status import ApiState, ApiStatus
+from cockpit.api.status import ApiState, ApiStatus, Route
 from cockpit.api.stream import (
     REMEDY_TOO_LARGE,
     ChatEvent,
@@ -76,7 +76,7 @@ MAX_EVENT_BYTES = sse.MAX_EVENT_BYTES
 :data:`~cockpit.api.stream.MAX_ANSWER_CHARS`."""
 _HEADERS = {"User-Agent": "r37-cockpit"}
 
-Via = Literal["tunnel", "gateway", "direct"]
+Via = Literal[Route, "direct"]
 """How a client reaches its server, which decides what it sends beyond the request:
 
 - ``tunnel``: the cockpit's own SSH tunnel to rank 0's engine. ``/health``, ``/v1/models`` and
@@ -92,7 +92,7 @@ _VIA: dict[str, tuple[bool, bool]] = {      # per way: (a key from the environme
     "tunnel": (False, True), "gateway": (True, False), "direct": (False, False)}
 
 
-def via(api_url: str | None) -> Literal["tunnel", "gateway"]:
+def via(api_url: str | None) -> Route:
     """The way to the engine of a cockpit that was (or was not) given ``--api-url``."""
     return "tunnel" if api_url is None else "gateway"
 

@@ -12,13 +12,12 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Literal
 
 from cockpit.api.apikey import ApiKey
 from cockpit.api.client import STREAM_INTERVAL, ApiClient, via
 from cockpit.api.readiness import look
 from cockpit.api.smoke import SmokeStep, run_smoke
-from cockpit.api.status import ApiStatus
+from cockpit.api.status import ApiStatus, Route
 from cockpit.api.stream import StreamDeadlines
 from cockpit.api.urls import redact
 from cockpit.hosts import Fleet, HostUnavailable
@@ -67,7 +66,7 @@ class ApiEndpoint:
         self._client_url: str | None = None
 
     @property
-    def via(self) -> Literal["tunnel", "gateway"]:
+    def via(self) -> Route:
         return via(self.api_url)
 
     def describe(self) -> str:

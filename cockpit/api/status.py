@@ -27,6 +27,10 @@ ApiState = Literal[
 ]
 
 
+Route = Literal["tunnel", "gateway"]
+"""The way to the cluster's engine: the cockpit's SSH tunnel, or a gateway the operator named."""
+
+
 @dataclass(frozen=True, slots=True)
 class ApiStatus:
     """One look at the API."""
@@ -35,7 +39,7 @@ class ApiStatus:
     message: str
     remedy: str = ""
     url: str | None = None
-    via: Literal["tunnel", "gateway"] = "tunnel"
+    via: Route = "tunnel"
     models: tuple[str, ...] = ()
     http_status: int | None = None       # the /health answer's HTTP status, when there was one
     seconds: float = 0.0                 # how long that answer took
