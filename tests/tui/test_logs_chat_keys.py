@@ -135,7 +135,7 @@ async def test_chat_hints_and_messages_show_remapped_keys(fixed_config) -> None:
 async def test_chat_esc_leaves_the_input_when_nothing_runs_and_i_types_again(fixed_config) -> None:  # type: ignore[no-untyped-def]
     """Typing keeps every key (pane digits too); Esc with nothing to stop gives the keys to the transcript,
     where the app's keys work again; `i`, or showing the pane again, types again (`i` is a letter while
-    typing)."""
+    typing), after the draft: focusing the line selected it, so the next key replaced it."""
     from textual.widgets import Input, TabbedContent
 
     from cockpit.tui.widgets.transcript import Transcript
@@ -160,10 +160,14 @@ async def test_chat_esc_leaves_the_input_when_nothing_runs_and_i_types_again(fix
         app.action_show_pane("chat")
         await pilot.pause()
         assert field.has_focus, "shown again, the pane types at once"
+        await pilot.press("x")
+        assert field.value == "i2x", "the draft is kept: a key adds to it, not replaces it"
         await pilot.press("escape")
         assert isinstance(app.focused, Transcript)
         await pilot.press("i")
-        assert field.has_focus and field.value == "i2"
+        assert field.has_focus and field.value == "i2x"
+        await pilot.press("y")
+        assert field.value == "i2xy"
 
 
 async def test_a_smoke_test_that_fails_with_an_error_ends_its_turn(fixed_config, monkeypatch) -> None:  # type: ignore[no-untyped-def]

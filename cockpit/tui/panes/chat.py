@@ -158,7 +158,7 @@ class ChatPane(Pane):
         yield Static(id="chat-status", markup=False)
         yield StatusLine(id="chat-settings")
         yield Transcript(id="chat-log")
-        yield Input(id="chat-input")
+        yield Input(id="chat-input", select_on_focus=False)  # back at the draft, a key adds to it
         yield StatusLine(id="chat-keys")
 
     def on_mount(self) -> None:
