@@ -148,7 +148,8 @@ class LaunchPane(Pane):
         summary = v.summary
         if v.state == "idle" and not self.ctx.watcher.looked():
             summary = "looking at every rank's container …"      # not known yet: not "nothing launched"
-        verdict = Text.assemble(("cluster: ", "bold"), (summary, VERDICT_STYLE.get(v.state, "")))
+        label = "" if summary.startswith("cluster ") else "cluster: "    # not "cluster: cluster READY: …"
+        verdict = Text.assemble((label, "bold"), (summary, VERDICT_STYLE.get(v.state, "")))
         self.query_one("#launch-verdict", LiveStatic).update(verdict)
         todo = self.query_one("#launch-todo", LiveStatic)
         todo.display = bool(v.remedy and v.state not in ("ready", "launching", "idle"))
