@@ -61,12 +61,16 @@ def test_a_hung_engine_prints_one_flat_stats_line_then_nothing(tmp_path: Path) -
     faults = layout.faults_dir(tmp_path / "root")
     faults.mkdir(parents=True)
     with ready_engine(log, "--time-scale", "0.1", "--fault-root", str(tmp_path / "root")) as url:
-        body = {**CHAT, "stream": True, "max_tokens": 20000}
+        # an answer longer than max_tokens: still running when the hang comes, however late this test
+        # sees it start (a natural answer of ~600 tokens could end first on a loaded machine: CI)
+        body = {**CHAT, "messages": [{"role": "user", "content": "Write a 30000-word essay about clouds."}],
+                "stream": True, "max_tokens": 20000}
         t = threading.Thread(target=lambda: _stream_until_closed(url, body), daemon=True)
         t.start()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(s[1] > 0 and s[2] for s in stats_lines(log)):
             time.sleep(0.1)
+        assert any(s[1] > 0 and s[2] for s in stats_lines(log)), "the answer never showed as generating"
         (faults / "hang").write_text("")      # the engine stops mid-answer, its request still running
         n = len(stats_lines(log))
         time.sleep(6)     # six intervals of the hang
