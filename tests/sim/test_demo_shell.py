@@ -62,6 +62,11 @@ class Terminal:
         fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
     def expect(self, pattern: bytes, timeout: float = 60) -> None:
+        self.shows(pattern, timeout)
+        assert pattern in self.seen, self.seen
+
+    def shows(self, pattern: bytes, timeout: float) -> bool:
+        """Read until `pattern` has shown (True) or `timeout` seconds passed (False)."""
         deadline = time.monotonic() + timeout
         while pattern not in self.seen and time.monotonic() < deadline:
             if select.select([self.master], [], [], 0.5)[0]:
@@ -69,7 +74,7 @@ class Terminal:
                     self.seen += os.read(self.master, 65536)
                 except OSError:
                     break
-        assert pattern in self.seen, self.seen
+        return pattern in self.seen
 
     def send(self, line: str) -> None:
         os.write(self.master, line.encode() + b"\n")
@@ -89,10 +94,12 @@ def test_a_login_on_a_pty_looks_like_the_host(demo_cluster: SimCluster) -> None:
         term.expect(b"/dev/pts/")
         term.expect(str(demo_cluster.root(1)).encode())
         assert b"\rspark-1\r\n33 101\r\n" in term.seen   # the stand-in; the client's window size
-        term.resize(44, 132)
-        time.sleep(0.3)                                  # ssh passes the new size on (window-change)
-        term.send("stty size")
-        term.expect(b"\r44 132\r\n", timeout=30)
+        term.resize(44, 132)            # ssh passes the new size on (window-change) when it gets to it:
+        for _ in range(15):             # on a loaded machine, after keys typed 0.3 s later (CI)
+            term.send("stty size")
+            if term.shows(b"\r44 132\r\n", 2):
+                break
+        term.expect(b"\r44 132\r\n", timeout=1)
         term.send("exit 3")
         assert term.proc.wait(timeout=60) == 3, term.seen
     finally:
