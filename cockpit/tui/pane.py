@@ -25,6 +25,7 @@ from textual.worker import Worker
 
 from cockpit.hosts import HostStatus
 from cockpit.recipe.timeline_events import LaunchEvent
+from cockpit.safetext import safe
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.keys import current_bindings, hints, key_for
 
@@ -50,6 +51,7 @@ class Pane(Vertical):
         super().__init__(id=id, classes=classes)
         self.ctx = ctx
         self.worker_error: Text | None = None
+        self._host_names: dict[int, str] = {}     # the names hosts gave themselves, as last drawn
 
     # ---- focus ----------------------------------------------------------------------------------------
 
@@ -132,6 +134,23 @@ class Pane(Vertical):
 
     def host_changed(self, status: HostStatus) -> None:
         """One host's connection status changed (or, when not connected, its age moved on)."""
+
+    # ---- host names -----------------------------------------------------------------------------------
+
+    def host_label(self, rank: int) -> str:
+        """A rank's host as the panes name it: the name the host gave itself once connected (an SSH target
+        may say nothing: every demo host is 127.0.0.1), else its SSH target; neutralised."""
+        status = self.ctx.fleet[rank].status if rank in self.ctx.config.ranks else None
+        name = status.hostname if status else None
+        return safe(name or (self.ctx.config.host(rank).ssh if status else "?"), 200)
+
+    def renamed(self, status: HostStatus) -> bool:
+        """Whether `status` brings a host name this pane has not drawn yet (a pane that shows
+        :meth:`host_label` redraws then)."""
+        if not status.hostname or self._host_names.get(status.rank) == status.hostname:
+            return False
+        self._host_names[status.rank] = status.hostname
+        return True
 
     # ---- worker errors --------------------------------------------------------------------------------
 

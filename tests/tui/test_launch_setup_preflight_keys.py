@@ -102,7 +102,7 @@ async def test_a_dry_run_shown_carries_its_age(fixed_config) -> None:
         assert "dry run FAILED: no image" in commands
 
 
-async def test_the_timeline_names_each_host_as_it_names_itself(fixed_config) -> None:
+async def test_the_timeline_and_setup_name_each_host_as_it_names_itself(fixed_config) -> None:
     """The host column shows the name a host gave itself once it has (every demo host's SSH target is
     127.0.0.1, so the column read 127.0.0.1 four times), else the SSH target; a hostile name is inert."""
     from dataclasses import replace
@@ -122,6 +122,14 @@ async def test_the_timeline_names_each_host_as_it_names_itself(fixed_config) -> 
         text = shown(app, "TimelineView")
         assert rows()[1].split()[:2] == ["0", "spark-0"] and rows()[2].split()[:2] == ["1", "gb10-b"], rows()
         assert rows()[3].split()[1].startswith("x␛]0;t") and "\x1b" not in text and "\x07" not in text
+        await pilot.press("3")              # the Setup pane names them alike (Pane.host_label)
+        await pilot.pause()
+        from textual.widgets import DataTable
+
+        from cockpit.tui.panes.setup import SetupPane
+        table = app.query_one(SetupPane).query_one(DataTable)
+        hosts = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
+        assert hosts[:3] == ["spark-0", "gb10-b", "x␛]0;t␇"], hosts
 
 
 async def test_read_only_hints_leave_out_what_is_refused(fixed_config) -> None:

@@ -32,7 +32,7 @@ from textual.reactive import reactive
 from textual.widgets import Log
 from textual.worker import Worker, WorkerState
 
-from cockpit.hosts.state import HostStatus
+from cockpit.hosts import HostStatus
 from cockpit.recipe import launch as L
 from cockpit.recipe import launch_run as LR
 from cockpit.recipe.history import mark_host_change
@@ -43,7 +43,7 @@ from cockpit.recipe.stop import StopPlan, drain, execute_stop, plan_stop
 from cockpit.recipe.stuck import RankStacks, read_stacks, stuck_report
 from cockpit.recipe.timeline import ClusterTimeline, Failure, LaunchEvent, VerdictChanged
 from cockpit.remedy import cockpit_remedy
-from cockpit.safetext import neutralise, safe
+from cockpit.safetext import neutralise
 from cockpit.tui.context import CockpitContext
 from cockpit.tui.dialogs import ConfirmCommands, ConfirmResult, DrainDialog
 from cockpit.tui.keys import key_for
@@ -100,7 +100,6 @@ class LaunchPane(Pane):
         self.clock: Callable[[], float] = time.time
         self._shown_failure: Failure | None = None
         self._stacks: dict[int, RankStacks] | None = None   # read on the operator's `k` while hung
-        self._labels: dict[int, str] = {}   # the names hosts gave themselves, as last drawn
 
     @property
     def timeline(self) -> ClusterTimeline:
@@ -155,20 +154,14 @@ class LaunchPane(Pane):
         todo.display = bool(v.remedy and v.state not in ("ready", "launching", "idle"))
         todo.update(Text(f"what to do: {self._fix(v.remedy)}", style="warn") if todo.display else "")
         self.query_one("#launch-commands", LiveStatic).update(self._commands_text(now))
-        hosts = {r: self._host_label(r) for r in self.cfg.ranks}
+        hosts = {r: self.host_label(r) for r in self.cfg.ranks}
         self.query_one(TimelineView).show(self.timeline, now, hosts, compact=self.short)
         self._show_stuck(now)
         self._show_failure()
 
-    def _host_label(self, rank: int) -> str:
-        """The name the host gave itself once it has said it (the SSH target may say nothing: every demo
-        host is 127.0.0.1, an address can be any host), else the SSH target."""
-        return safe(self.ctx.fleet[rank].status.hostname or self.ctx.config.host(rank).ssh, 200)
-
     def host_changed(self, status: HostStatus) -> None:
         """A host said its name (it connected): the timeline's host column names it."""
-        if self.is_mounted and status.hostname and status.hostname != self._labels.get(status.rank):
-            self._labels[status.rank] = status.hostname
+        if self.renamed(status) and self.is_mounted:
             self.refresh_view()
 
     def _show_stuck(self, now: float) -> None:

@@ -14,6 +14,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Log, Static
 from textual.worker import Worker, WorkerState
 
+from cockpit.hosts import HostStatus
 from cockpit.recipe.checks import human_bytes
 from cockpit.recipe.history import mark_host_change
 from cockpit.recipe.progress import Progress, human_eta, human_rate
@@ -170,11 +171,15 @@ class SetupPane(Pane):
         causes.display = bool(why.plain)
         self.query_one("#setup-status", Static).update(self._status())
 
+    def host_changed(self, status: HostStatus) -> None:
+        """A host said its name (it connected): the table's host column names it."""
+        if self.renamed(status) and self.is_mounted:
+            self.refresh_view()
+
     def _cells(self, rank: int, bar: int) -> dict[str, Text | str]:
         row = self.rows[rank]
         p = row.progress
-        targets = {h.rank: h.ssh for h in self.ctx.config.hosts}
-        return {"rank": str(rank), "host": safe(targets.get(rank, "?"), 200), "job": row.job,
+        return {"rank": str(rank), "host": self.host_label(rank), "job": row.job,
                 "step": row.step, "progress": progress_bar(p, row.state, bar), "done": progress_done(p),
                 "rate": human_rate(p.rate) if p and p.rate is not None else "",
                 "ETA": human_eta(p.eta) if p and p.eta is not None else "",
