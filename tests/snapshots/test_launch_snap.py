@@ -297,3 +297,20 @@ async def test_at_160x48_the_failure_and_its_context_show_without_scrolling(fixe
                          "#launch-context"):
             geometry = app.screen.find_widget(pane.query_one(selector))
             assert geometry.visible_region == geometry.region, f"{selector} is cut off"
+
+
+def test_hosts_named_as_they_name_themselves(snap_compare, fixed_config) -> None:
+    """The host column once hosts have said their names: one plain, one with a terminal escape (inert)."""
+    from dataclasses import replace
+
+    def setup(pane: LaunchPane) -> None:
+        for r in (3, 2, 1):
+            boot(pane, r, WORKER, T0 + 2 * (3 - r), 3.0)
+        boot(pane, 0, HEAD, T0 + 8, 3.0)
+        for rank, name in ((1, "gb10-b"), (2, "x\x1b]0;t\x07")):
+            host = pane.ctx.fleet[rank]
+            host.status = replace(host.status, hostname=name)
+            pane.host_changed(host.status)
+
+    app, before = app_with(fixed_config, setup)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
