@@ -140,9 +140,9 @@ class Pane(Vertical):
     def host_label(self, rank: int) -> str:
         """A rank's host as the panes name it: the name the host gave itself once connected (an SSH target
         may say nothing: every demo host is 127.0.0.1), else its SSH target; neutralised."""
-        status = self.ctx.fleet[rank].status if rank in self.ctx.config.ranks else None
-        name = status.hostname if status else None
-        return safe(name or (self.ctx.config.host(rank).ssh if status else "?"), 200)
+        if rank not in self.ctx.config.ranks:
+            return "?"
+        return safe(self.ctx.fleet[rank].status.hostname or self.ctx.config.host(rank).ssh, 200)
 
     def renamed(self, status: HostStatus) -> bool:
         """Whether `status` brings a host name this pane has not drawn yet (a pane that shows
